@@ -1,0 +1,27 @@
+"""tapegrad: tape-based reverse-mode automatic differentiation on NumPy and CuPy.
+
+>>> import tapegrad as tg
+>>> x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> loss = (x * x).sum()
+>>> loss.backward()
+>>> x.grad                       # tensor([2., 4., 6.])
+"""
+
+from . import errors, ops
+from .creation import (arange, empty, from_numpy, full, ones, ones_like, rand, randint, randn,
+                       zeros, zeros_like)
+from .device import Device, cupy_available, get_array_module, get_device
+from .random import manual_seed
+from .tape import (Function, backward, enable_grad, grad, is_grad_enabled, no_grad,
+                   set_grad_enabled)
+from .tensor import Tensor, get_default_dtype, set_default_dtype, tensor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Tensor", "tensor", "Function", "backward", "grad", "no_grad", "enable_grad",
+    "set_grad_enabled", "is_grad_enabled", "set_default_dtype", "get_default_dtype",
+    "Device", "get_device", "get_array_module", "cupy_available", "manual_seed",
+    "zeros", "ones", "full", "empty", "arange", "randn", "rand", "randint", "zeros_like",
+    "ones_like", "from_numpy", "ops", "errors",
+]

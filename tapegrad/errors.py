@@ -1,0 +1,49 @@
+"""tapegrad's exceptions.
+
+Every error raised for bad user input derives from :class:`TapegradError`, so
+``except tapegrad.errors.TapegradError`` catches all of them. Each also derives
+from the builtin exception a Python user would expect (``ValueError`` for a bad
+shape, ``RuntimeError`` for a graph misuse, ``TypeError`` for a bad dtype), so
+existing ``except ValueError`` code keeps working.
+"""
+
+from __future__ import annotations
+
+
+class TapegradError(Exception):
+    """Base class of every tapegrad error."""
+
+
+class ShapeError(TapegradError, ValueError):
+    """Input shapes do not fit the op (wrong rank, mismatched channels, ...)."""
+
+
+class DTypeError(TapegradError, TypeError):
+    """An input has a dtype the op cannot take (e.g. grad on an int tensor)."""
+
+
+class DeviceError(TapegradError, RuntimeError):
+    """A device is unavailable, or an op got tensors from two devices."""
+
+
+class GraphError(TapegradError, RuntimeError):
+    """The tape cannot do what was asked: a second backward through freed
+    buffers, a saved tensor modified in place, a non-scalar root without a
+    gradient, double backward through an op that does not support it."""
+
+
+class ArgumentError(TapegradError, ValueError):
+    """An option has a value the op does not accept."""
+
+
+def describe(*arrays) -> str:
+    """``"(2, 3) float32, (3,) float64"`` for error messages."""
+    parts = []
+    for a in arrays:
+        shape = getattr(a, "shape", None)
+        dtype = getattr(a, "dtype", None)
+        if shape is None:
+            parts.append(type(a).__name__)
+        else:
+            parts.append(f"{tuple(shape)} {dtype}")
+    return ", ".join(parts)

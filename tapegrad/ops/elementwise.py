@@ -1,0 +1,346 @@
+"""Elementwise arithmetic: each op's forward and vjp side by side.
+
+Gradients may come back in the broadcast shape and any dtype; the engine
+(tape.py) reduces and casts them. Every rule here only uses operators, array
+methods and ``ctx.xp`` functions, so it also runs on Tensors under
+``create_graph=True`` (``differentiable_twice``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DTypeError, describe
+from ..tape import Function
+from ..tensor import Tensor, _wrap
+
+__all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "abs", "sign",
+           "maximum", "minimum", "where", "clip", "cast"]
+
+
+class Add(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, y):
+        return x + y
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g
+
+
+class Sub(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, y):
+        return x - y
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, (-g if ctx.needs_input_grad[1] else None)
+
+
+class Mul(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, y):
+        nx, ny = ctx.needs_input_grad
+        ctx.save_for_backward(y if nx else None, x if ny else None)
+        return x * y
+
+    @staticmethod
+    def backward(ctx, g):
+        y, x = ctx.saved_tensors
+        return (None if y is None else g * y), (None if x is None else g * x)
+
+
+class Div(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, y):
+        out = x / y
+        ctx.save_for_backward(y, out if ctx.needs_input_grad[1] else None)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        y, out = ctx.saved_tensors
+        gx = g / y
+        # d(x/y)/dy = -x/y^2 = -out/y
+        return (gx if ctx.needs_input_grad[0] else None), (None if out is None else -gx * out)
+
+
+class Neg(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        return -x
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
+class Pow(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, p):
+        out = x**p
+        ctx.save_for_backward(x, p, out if ctx.needs_input_grad[1] else None)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, p, out = ctx.saved_tensors
+        gx = gp = None
+        if ctx.needs_input_grad[0]:
+            gx = g * p * x ** (p - 1)
+        if ctx.needs_input_grad[1]:
+            gp = g * out * ctx.xp.log(x)
+        return gx, gp
+
+
+class Exp(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.exp(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * out
+
+
+class Log(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.log(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / x
+
+
+class Sqrt(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.sqrt(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g / (out * 2)
+
+
+class Abs(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.abs(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * ctx.xp.sign(x)
+
+
+class _Select(Function):
+    """maximum/minimum: the gradient goes to the chosen input; ties split it evenly."""
+
+    differentiable_twice = True
+
+    @classmethod
+    def forward(cls, ctx, x, y):
+        xp = ctx.xp
+        out = cls.pick(xp, x, y)
+        wins = cls.wins(x, y)
+        # weight of x in the result: 1 where x wins, 1/2 at ties, 0 where y wins
+        wx = wins + (x == y) * 0.5
+        ctx.save_for_backward(xp.asarray(wx, dtype=out.dtype))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (wx,) = ctx.saved_tensors
+        nx, ny = ctx.needs_input_grad
+        return (g * wx if nx else None), (g * (1 - wx) if ny else None)
+
+
+class Maximum(_Select):
+    pick = staticmethod(lambda xp, x, y: xp.maximum(x, y))
+    wins = staticmethod(lambda x, y: x > y)
+
+
+class Minimum(_Select):
+    pick = staticmethod(lambda xp, x, y: xp.minimum(x, y))
+    wins = staticmethod(lambda x, y: x < y)
+
+
+class Where(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, cond, x, y):
+        ctx.save_for_backward(cond)
+        return ctx.xp.where(cond, x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        (cond,) = ctx.saved_tensors
+        xp = ctx.xp
+        _, nx, ny = ctx.needs_input_grad
+        return (None, xp.where(cond, g, 0) if nx else None, xp.where(cond, 0, g) if ny else None)
+
+
+class Clip(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        xp = ctx.xp
+        inside = xp.ones(x.shape, dtype=bool)
+        if lo is not None:
+            inside &= x >= lo
+        if hi is not None:
+            inside &= x <= hi
+        ctx.save_for_backward(inside)
+        return xp.clip(x, lo, hi)
+
+    @staticmethod
+    def backward(ctx, g):
+        (inside,) = ctx.saved_tensors
+        return ctx.xp.where(inside, g, 0), None, None
+
+
+class Cast(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, dtype, copy=False):
+        return x.astype(dtype, copy=copy)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g  # the engine casts back to the input's dtype
+
+
+class ToDevice(Function):
+    """Copy between devices; the gradient goes back the other way."""
+
+    @staticmethod
+    def forward(ctx, x, device):
+        ctx.source = ctx.device
+        ctx.device = device
+        ctx.xp = device.backend
+        with device.use():
+            return device.xp.asarray(x) if device.type == "cuda" else x.get()
+
+    @staticmethod
+    def backward(ctx, g):
+        src = ctx.source
+        with src.use():
+            return src.xp.asarray(g) if src.type == "cuda" else g.get()
+
+
+def add(x, y):
+    """``x + y`` with broadcasting. >>> ops.add(x, 1.0)"""
+    return Add.apply(x, y)
+
+
+def sub(x, y):
+    """``x - y``."""
+    return Sub.apply(x, y)
+
+
+def mul(x, y):
+    """``x * y``."""
+    return Mul.apply(x, y)
+
+
+def div(x, y):
+    """``x / y``."""
+    return Div.apply(x, y)
+
+
+def neg(x):
+    """``-x``."""
+    return Neg.apply(x)
+
+
+def pow(x, p):
+    """``x ** p``; ``p`` a number or a tensor (then d/dp = x**p * log x)."""
+    return Pow.apply(x, p)
+
+
+def exp(x):
+    """``e ** x``; the vjp reuses the output."""
+    return Exp.apply(x)
+
+
+def log(x):
+    """Natural logarithm."""
+    return Log.apply(x)
+
+
+def sqrt(x):
+    """Square root; the vjp reuses the output."""
+    return Sqrt.apply(x)
+
+
+def abs(x):
+    """``|x|``; gradient ``sign(x)`` (0 at 0)."""
+    return Abs.apply(x)
+
+
+def sign(x):
+    """-1, 0 or 1 elementwise. Not differentiable: the result never requires grad."""
+    t = x if isinstance(x, Tensor) else Tensor(x)
+    return _wrap(t.device.xp.sign(t.data), t.device, None, 0, False)
+
+
+def maximum(x, y):
+    """Elementwise max; at ties each input gets half the gradient (as torch.maximum)."""
+    return Maximum.apply(x, y)
+
+
+def minimum(x, y):
+    """Elementwise min; at ties each input gets half the gradient."""
+    return Minimum.apply(x, y)
+
+
+def where(cond, x, y):
+    """``x`` where ``cond`` else ``y``; ``cond`` is a bool tensor or array (no gradient)."""
+    c = cond.data if isinstance(cond, Tensor) else cond
+    if getattr(c, "dtype", np.dtype(bool)) != np.bool_:
+        raise DTypeError(f"where: the condition must be boolean, got {describe(c)}")
+    return Where.apply(c, x, y)
+
+
+def clip(x, min=None, max=None):
+    """Clamp to ``[min, max]``; the gradient passes where ``min <= x <= max``."""
+    return Clip.apply(x, min, max)
+
+
+def cast(x, dtype, copy=False):
+    """Convert to ``dtype``; the gradient is cast back. Integer targets drop the graph."""
+    return Cast.apply(x, np.dtype(dtype), copy=copy)

@@ -1,0 +1,56 @@
+"""``ctx.xp`` under ``create_graph=True``: the NumPy-style names vjp rules
+use, implemented by tapegrad ops so that the backward pass is recorded.
+
+Only the functions listed here exist; a rule that calls anything else is not
+twice differentiable, and must not set ``differentiable_twice``.
+"""
+
+from __future__ import annotations
+
+from ..device.backend import sum_to_shape
+from ..tensor import Tensor, _wrap
+from . import activation, elementwise, linalg, reduction, shape
+
+
+
+class TensorBackend:
+    graph = True
+    name = "tapegrad"
+
+    exp = staticmethod(elementwise.exp)
+    log = staticmethod(elementwise.log)
+    sqrt = staticmethod(elementwise.sqrt)
+    abs = staticmethod(elementwise.abs)
+    sign = staticmethod(elementwise.sign)
+    maximum = staticmethod(elementwise.maximum)
+    minimum = staticmethod(elementwise.minimum)
+    where = staticmethod(elementwise.where)
+    clip = staticmethod(elementwise.clip)
+    tanh = staticmethod(activation.tanh)
+    broadcast_to = staticmethod(shape.broadcast_to)
+    reshape = staticmethod(shape.reshape)
+    expand_dims = staticmethod(shape.expand_dims)
+    squeeze = staticmethod(shape.squeeze)
+    transpose = staticmethod(shape.transpose)
+    swapaxes = staticmethod(shape.swapaxes)
+    concatenate = staticmethod(shape.concatenate)
+    stack = staticmethod(shape.stack)
+    matmul = staticmethod(linalg.matmul)
+    sum = staticmethod(reduction.sum)
+    sum_to_shape = staticmethod(sum_to_shape)
+
+    @staticmethod
+    def scatter_add(shape_, index, values, dtype=None):
+        return shape.scatter_add(values, shape_, index)
+
+    @staticmethod
+    def zeros_like(t):
+        return _wrap(t.device.xp.zeros_like(t.data), t.device, None, 0, False)
+
+    @staticmethod
+    def ones_like(t):
+        return _wrap(t.device.xp.ones_like(t.data), t.device, None, 0, False)
+
+    @staticmethod
+    def asarray(t, dtype=None):
+        return t if dtype is None or not isinstance(t, Tensor) else t.astype(dtype)

@@ -1,0 +1,92 @@
+"""Matrix products: matmul (NumPy semantics, batched, broadcasting, 1-D
+cases) and linear (Caffe's InnerProduct, PyTorch's ``F.linear``)."""
+
+from __future__ import annotations
+
+from ..errors import ShapeError, describe
+from ..tape import Function
+
+__all__ = ["matmul", "linear"]
+
+
+class MatMul(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, a, b):
+        if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
+            raise ShapeError(f"matmul: shapes {describe(a, b)} do not fit: the last axis of "
+                             "the first must equal the second-to-last (or only) axis of the second")
+        na, nb = ctx.needs_input_grad
+        ctx.a_vec, ctx.b_vec = a.ndim == 1, b.ndim == 1
+        ctx.save_for_backward(a if nb else None, b if na else None)
+        return a @ b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        xp = ctx.xp
+        # promote 1-D operands to matrices: a (k,) -> (1, k); b (k,) -> (k, 1)
+        if ctx.b_vec:
+            g = xp.expand_dims(g, -1)
+        if ctx.a_vec:
+            g = xp.expand_dims(g, -2)
+        ga = gb = None
+        if b is not None:
+            bm = xp.expand_dims(b, -1) if ctx.b_vec else b
+            ga = g @ xp.swapaxes(bm, -1, -2)  # (..., m, n) @ (..., n, k) -> (..., m, k)
+            if ctx.a_vec:
+                ga = ga[..., 0, :]
+        if a is not None:
+            am = xp.expand_dims(a, 0) if ctx.a_vec else a
+            gb = xp.swapaxes(am, -1, -2) @ g  # (..., k, m) @ (..., m, n) -> (..., k, n)
+            if ctx.b_vec:
+                gb = gb[..., 0]
+        return ga, gb  # batch axes that were broadcast are summed by the engine
+
+
+class Linear(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        if w.ndim != 2 or x.ndim < 1 or x.shape[-1] != w.shape[1]:
+            raise ShapeError(f"linear: input {describe(x)} and weight {describe(w)} do not fit: "
+                             "weight must be (out_features, in_features) with in_features == "
+                             "the input's last axis")
+        if b is not None and b.shape != (w.shape[0],):
+            raise ShapeError(f"linear: bias {describe(b)} must have shape ({w.shape[0]},)")
+        nx, nw, _ = ctx.needs_input_grad
+        ctx.save_for_backward(x if nw else None, w if nx else None)
+        out = x @ w.T  # (..., in) @ (in, out) -> (..., out)
+        if b is not None:
+            out += b
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        nx, nw, nb = ctx.needs_input_grad
+        gx = g @ w if nx else None
+        gw = gb = None
+        if nw or nb:
+            g2 = g.reshape((-1, g.shape[-1]))  # (..., out) -> (M, out)
+            if nw:
+                gw = g2.T @ x.reshape((-1, x.shape[-1]))  # (out, M) @ (M, in) -> (out, in)
+            if nb:
+                gb = g2.sum(axis=0)
+        return gx, gw, gb
+
+
+def matmul(a, b):
+    """Matrix product with NumPy's rules (``a @ b``): batched and broadcasting;
+    1-D operands act as row/column vectors."""
+    return MatMul.apply(a, b)
+
+
+def linear(x, weight, bias=None):
+    """``x @ weight.T + bias``: Caffe's InnerProduct / PyTorch's ``F.linear``.
+
+    ``weight`` is (out_features, in_features). >>> ops.linear(x, W, b)
+    """
+    return Linear.apply(x, weight, bias)

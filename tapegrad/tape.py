@@ -1,0 +1,598 @@
+"""The tape: recording ops during forward, replaying them in reverse.
+
+There is no global list. Each op that has an input requiring grad creates one
+:class:`Node` (the tape entry, also the ``ctx`` its rules see) holding the op,
+a monotonically increasing index, edges to its inputs' entries, and what its
+vjp saved. Output tensors point at their entry; entries point at their inputs'
+entries; nothing points forward, so a forward whose result is dropped frees
+everything by reference counting.
+
+Backward collects the entries reachable from the roots (an explicit stack, no
+recursion) and replays them in decreasing index order. Recording order is a
+topological order, so every entry runs after all its consumers. The engine --
+and only the engine -- sums gradients at fan-out, reduces broadcast gradients
+to each input's shape, casts to each input's dtype, checks versions of saved
+tensors, and frees each entry's saved arrays right after its vjp has run.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+from operator import attrgetter
+
+from .device import cpu
+from .device.backend import sum_to_shape
+from .errors import DeviceError, GraphError, describe
+
+__all__ = [
+    "Function",
+    "Node",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "backward",
+    "grad",
+]
+
+# ----------------------------------------------------------------- grad mode
+
+class _GradMode(threading.local):
+    enabled = True
+
+
+_local = _GradMode()
+
+
+def is_grad_enabled() -> bool:
+    return _local.enabled
+
+
+class set_grad_enabled:
+    """Context manager / decorator setting grad mode (thread-local)."""
+
+    def __init__(self, mode: bool = True):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        _local.enabled = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        _local.enabled = self.prev
+        return False
+
+    def __call__(self, func):
+        mode = self.mode
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return func(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(set_grad_enabled):
+    """Nothing is recorded inside ``with tapegrad.no_grad():`` (or a decorated function)."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    """Re-enables recording inside a ``no_grad`` region."""
+
+    def __init__(self):
+        super().__init__(True)
+
+
+# ------------------------------------------------------------ tape entries
+
+_counter = itertools.count()
+_by_seq = attrgetter("seq")
+
+Tensor = None  # bound by tensor.py (import cycle)
+_wrap = None
+
+
+def _bind(tensor_cls, wrap):
+    global Tensor, _wrap
+    Tensor, _wrap = tensor_cls, wrap
+
+
+class Node:
+    """One tape entry, and the ``ctx`` an op's forward and backward see.
+
+    ``seq`` is the entry's place in recording order (monotonically increasing);
+
+    ``edges[i]`` is ``None`` when input *i* needs no gradient, else
+    ``(target, k, shape, dtype)``: output *k* of entry ``target``, or a leaf
+    tensor ``target`` with ``k == -1``; shape and dtype are the input's, for
+    the engine's reduction and cast of its gradient.
+    """
+
+    __slots__ = ("__dict__", "__weakref__", "fn", "seq", "device", "xp", "needs_input_grad",
+                 "edges", "n_out")
+
+    # rarely set, so class-level defaults rather than per-entry stores
+    saved = ()
+    saved_src = None  # where each saved array came from (see _track_saved)
+    out_meta = None  # (shape, dtype) per output, for ops with several outputs
+    released = False
+    retained = None  # {output k: weakref to a tensor that called retain_grad()}
+    _graph = False  # True while backward runs with create_graph
+
+    def __init__(self, fn, device, needs):
+        self.fn = fn
+        self.device = device
+        self.xp = device.backend
+        self.needs_input_grad = needs
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+    def __repr__(self):
+        return f"<{self.name} entry #{getattr(self, 'seq', '?')}>"
+
+    def save_for_backward(self, *items):
+        """Keep arrays for the vjp. Inputs and outputs of this op are tracked
+        (version-checked, and differentiable under ``create_graph``); anything
+        else (masks, indices) is saved as a constant. Save the least."""
+        self.saved = items
+
+    @property
+    def saved_tensors(self):
+        if self.released:
+            raise GraphError(_freed_message(self))
+        if not self._graph or self.saved_src is None:
+            return self.saved
+        return tuple(self._saved_as_tensor(v, s) for v, s in zip(self.saved, self.saved_src))
+
+    def _saved_as_tensor(self, value, src):
+        """Under create_graph, a saved input/output becomes a Tensor at the
+        same place in the graph, so second derivatives flow through it."""
+        if src is None:
+            return value
+        kind, i = src[0], src[1]
+        if kind == "in":
+            edge = self.edges[i]
+            if edge is None:
+                return _wrap(value, self.device, None, 0, False)
+            target, k = edge[0], edge[1]
+            if k < 0:
+                return target
+            return _wrap(value, self.device, target, k, True)
+        return _wrap(value, self.device, self, i, True)
+
+
+def _freed_message(node) -> str:
+    return (
+        f"backward through {node.name} (tape entry #{node.seq}) a second time: its saved "
+        "arrays were freed after the first backward. Pass retain_graph=True to the first "
+        "backward() if you need to backward through the graph again."
+    )
+
+
+
+
+class Function:
+    """Base class of every op, built-in or user-defined.
+
+    Subclasses define ``forward(ctx, *arrays, **params)`` (raw arrays in, raw
+    array or tuple of arrays out) and ``backward(ctx, *grads)`` (one gradient
+    per output in, one gradient or ``None`` per input out), and are called
+    through ``MyOp.apply(*tensors, **params)``. Only inputs with
+    ``ctx.needs_input_grad[i]`` need a gradient; return ``None`` for the rest.
+    Gradients may have the broadcast shape; the engine reduces and casts them.
+
+    Set ``differentiable_twice = True`` when ``backward`` only uses operators,
+    array methods and ``ctx.xp`` functions, so that it works on Tensors too
+    (``create_graph=True``). Ops without it raise a GraphError under
+    ``create_graph`` instead of giving a silently wrong second derivative.
+    """
+
+    differentiable_twice = False
+    view = False  # outputs share memory (and the version counter) with input 0
+
+    @staticmethod
+    def forward(ctx, *arrays, **params):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args, **params):
+        x = args[0]
+        if len(args) == 1 and isinstance(x, Tensor):
+            return cls._apply_unary(x, (), params)
+        if len(args) == 2 and isinstance(x, Tensor) and not isinstance(args[1], Tensor):
+            return cls._apply_unary(x, args[1:], params)  # tensor op constant
+        record = _local.enabled
+        device = None
+        edges = None
+        arrays = list(args)
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                data = arrays[i] = a.data
+                if device is None:
+                    device = a.device
+                elif a.device is not device:
+                    _mixed_devices(cls, args)
+                if record and a.requires_grad:
+                    if edges is None:
+                        edges = [None] * len(args)
+                    edges[i] = _edge(a, data)
+        if device is None:
+            device = cpu
+        if edges is None:
+            ctx = Node(cls, device, (False,) * len(args))
+            return _unrecorded(cls.forward(ctx, *arrays, **params), ctx.device)
+        ctx = Node(cls, device, tuple([e is not None for e in edges]))
+        out = cls.forward(ctx, *arrays, **params)
+        return _record(cls, ctx, edges, out, args)
+
+    @classmethod
+    def _apply_unary(cls, x, consts, params):
+        """The common case, one tensor (plus constants), without the general loop."""
+        data = x.data
+        if not (x.requires_grad and _local.enabled):
+            ctx = Node(cls, x.device, _NO_GRAD[len(consts)])
+            return _unrecorded(cls.forward(ctx, data, *consts, **params), ctx.device)
+        ctx = Node(cls, x.device, _FIRST_GRAD[len(consts)])
+        out = cls.forward(ctx, data, *consts, **params)
+        return _record(cls, ctx, [_edge(x, data)] + [None] * len(consts), out, (x, *consts))
+
+
+_NO_GRAD = ((False,), (False, False))
+_FIRST_GRAD = ((True,), (True, False))
+
+
+def _edge(t, data):
+    node = t._node
+    if node is None:
+        return (t, -1, data.shape, data.dtype)
+    return (node, t._out_nr, data.shape, data.dtype)
+
+
+def _unrecorded(out, device):
+    if type(out) is tuple:
+        return tuple(_wrap(o, device, None, 0, False) for o in out)
+    return _wrap(out, device, None, 0, False)
+
+
+def _record(cls, ctx, edges, out, args):
+    """Finish a tape entry after forward and wrap its outputs."""
+    device = ctx.device  # a transfer op moves its output elsewhere
+    ctx.seq = next(_counter)
+    ctx.edges = edges
+    if type(out) is not tuple and not cls.view:  # the common case, kept short
+        ctx.n_out = 1
+        if ctx.saved:
+            _track_saved(ctx, args, (out,))
+        if out.dtype.kind in "fc":
+            return _wrap(out, device, ctx, 0, True)
+        return _wrap(out, device, None, 0, False)  # integer results carry no gradient
+    single = type(out) is not tuple
+    outs = (out,) if single else out
+    ctx.n_out = len(outs)
+    if not single:
+        ctx.out_meta = [(o.shape, o.dtype) for o in outs]
+    if ctx.saved:
+        _track_saved(ctx, args, outs)
+    results = []
+    for k, o in enumerate(outs):
+        diff = o.dtype.kind in "fc"  # integer results carry no gradient
+        t = _wrap(o, device, ctx if diff else None, k, diff)
+        if cls.view:
+            _share_version(t, args[0])
+        results.append(t)
+    return results[0] if single else tuple(results)
+
+
+def _share_version(view, base):
+    """A view shares its base's version counter: writing one bumps both."""
+    view._version = base._version
+    view._base = base._base if base._base is not None else base
+
+
+def _track_saved(ctx, args, outs):
+    """Note where each saved array came from, and the version it had."""
+    src = []
+    for v in ctx.saved:
+        found = None
+        if getattr(v, "shape", None) is not None:  # arrays only, not None or numbers
+            for i, a in enumerate(args):
+                if isinstance(a, Tensor) and v is a.data:
+                    t = args[i]
+                    found = ("in", i, t._version, t._version[0])
+                    break
+            else:
+                for k, o in enumerate(outs):
+                    if v is o:
+                        found = ("out", k, None, 0)
+                        break
+        src.append(found)
+    if any(src):  # else all constants: nothing to check or to differentiate through
+        ctx.saved_src = src
+
+
+def _mixed_devices(cls, args):
+    devs = ", ".join(
+        f"{tuple(a.shape)} on {a.device}" for a in args if isinstance(a, Tensor)
+    )
+    raise DeviceError(
+        f"{cls.__name__}: inputs are on different devices ({devs}). "
+        "Move them to one device with .to(device) first."
+    )
+
+
+def _check_versions(node):
+    for src in node.saved_src:
+        if src is not None and src[2] is not None and src[2][0] != src[3]:
+            raise GraphError(
+                f"{node.name} (tape entry #{node.seq}) saved input {src[1]} at version "
+                f"{src[3]}, but it has since been modified in place (now version "
+                f"{src[2][0]}), so its gradient would be wrong. Use an out-of-place op "
+                "(y = x + 1 instead of x += 1), or .clone() the tensor before modifying it."
+            )
+
+
+# ---------------------------------------------------------------- backward
+
+
+def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=None):
+    """Replay the tape from ``roots`` (tensors) seeded with ``grads``.
+
+    With ``capture`` (``{id(tensor): (tensor, slot)}``) the gradients reaching
+    those tensors are returned by slot instead of accumulated into ``.grad``.
+    """
+    pending: dict[Node, list] = {}  # entry -> gradient of each of its outputs
+    captured: dict[int, list] = {}
+    cap_nodes = {}
+    if capture:
+        for t, slot in capture.values():
+            if t._node is not None:
+                cap_nodes[(t._node, t._out_nr)] = slot
+
+    def to_leaf(t, g):
+        if capture is None:
+            _accumulate_leaf(t, g, create_graph)
+        else:
+            hit = capture.get(id(t))
+            if hit is not None:
+                _accumulate(captured.setdefault(hit[1], [None]), 0, g)
+
+    stack = []
+    for t, g in zip(roots, grads):
+        node = t._node
+        if node is None:
+            to_leaf(t, g)
+            continue
+        buf = pending.get(node)
+        if buf is None:
+            buf = pending[node] = [None] * node.n_out
+            stack.append(node)
+        _accumulate(buf, t._out_nr, g)
+
+    # what is reachable from the roots: an explicit stack, never recursion
+    seen = set(stack)
+    while stack:
+        for e in stack.pop().edges:
+            if e is not None and e[1] >= 0:
+                p = e[0]
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+    order = sorted(seen, key=_by_seq, reverse=True)  # consumers before producers
+
+    prev_mode = _local.enabled
+    _local.enabled = create_graph
+    try:
+        for node in order:
+            buf = pending.pop(node, None)
+            if buf is None:
+                continue  # nothing flowed into it (its consumers' gradients were None)
+            if node.released:
+                raise GraphError(_freed_message(node))
+            if node.retained is not None or cap_nodes or node.out_meta is not None:
+                _prepare_outputs(node, buf, cap_nodes, captured, create_graph)
+            if node.saved_src is not None:
+                _check_versions(node)
+            if create_graph:
+                in_grads = _backward_with_graph(node, buf)
+            else:
+                in_grads = node.fn.backward(node, *buf)
+            if type(in_grads) is not tuple:
+                in_grads = (in_grads,)
+            if not retain_graph and node.saved:
+                node.released = True
+                node.saved = ()
+            edges = node.edges
+            if len(in_grads) != len(edges):
+                raise GraphError(f"{node.name}.backward returned {len(in_grads)} gradients "
+                                 f"for {len(edges)} inputs")
+            for e, g in zip(edges, in_grads):
+                if e is None or g is None:
+                    continue
+                target, k, shape, dtype = e
+                if g.shape != shape:
+                    g = _reduce(node, g, shape)
+                if g.dtype != dtype:
+                    g = g.astype(dtype)
+                if k < 0:
+                    to_leaf(target, g)
+                    continue
+                tbuf = pending.get(target)
+                if tbuf is None:
+                    tbuf = pending[target] = [None] * target.n_out
+                old = tbuf[k]
+                tbuf[k] = g if old is None else old + g
+    finally:
+        _local.enabled = prev_mode
+    return captured
+
+
+def _accumulate(buf, k, g):
+    old = buf[k]
+    buf[k] = g if old is None else old + g
+
+
+def _reduce(node, g, shape):
+    """Sum a broadcast gradient back to its input's shape (the one place it happens)."""
+    try:
+        return sum_to_shape(g, shape)
+    except (ValueError, IndexError) as exc:
+        raise GraphError(f"{node.name}.backward returned a gradient of shape {tuple(g.shape)} "
+                         f"for an input of shape {tuple(shape)}") from exc
+
+
+def _prepare_outputs(node, buf, cap_nodes, captured, create_graph):
+    """retain_grad(), tapegrad.grad() on non-leaves, and zeros for unused outputs."""
+    if node.retained is not None:
+        for k, ref in node.retained.items():
+            t = ref()
+            if t is not None and buf[k] is not None:
+                _accumulate_leaf(t, buf[k], create_graph)
+    for k in range(node.n_out):
+        slot = cap_nodes.get((node, k)) if cap_nodes else None
+        if slot is not None and buf[k] is not None:
+            _accumulate(captured.setdefault(slot, [None]), 0, buf[k])
+    if node.out_meta is not None:
+        xp = node.device.xp
+        for k, (shape, dtype) in enumerate(node.out_meta):
+            if buf[k] is None:
+                z = xp.zeros(shape, dtype)
+                buf[k] = _wrap(z, node.device, None, 0, False) if create_graph else z
+
+
+def _backward_with_graph(node, buf):
+    """Run a vjp on Tensors so that the backward pass itself is recorded."""
+    if not node.fn.differentiable_twice:
+        raise GraphError(
+            f"{node.name} does not support create_graph=True (double backward) yet; its "
+            "second derivative would be wrong. Differentiate through other ops, or use "
+            "create_graph=False."
+        )
+    from .ops.graph_backend import TensorBackend
+
+    node._graph = True
+    node.xp = TensorBackend
+    try:
+        return node.fn.backward(node, *buf)
+    finally:
+        node._graph = False
+        node.xp = node.device.backend
+
+
+def _accumulate_leaf(t, g, create_graph):
+    """PyTorch semantics: leaves (and retain_grad tensors) sum into ``.grad``."""
+    if create_graph:
+        gt = g if isinstance(g, Tensor) else _wrap(g, t.device, None, 0, False)
+        t.grad = gt if t.grad is None else t.grad + gt
+        return
+    if isinstance(g, Tensor):
+        g = g.data
+    old = t.grad
+    if old is None:
+        # a private copy: rules may hand the same array to several inputs
+        t.grad = _wrap(t.device.xp.array(g, dtype=t.dtype, copy=True), t.device, None, 0, False)
+    elif old.data.shape == g.shape and not old.requires_grad:
+        old.data += g
+    else:
+        t.grad = _wrap(old.data + g, t.device, None, 0, False)
+
+
+def _seed(t, g, who):
+    xp = t.device.xp
+    if g is None:
+        if t.data.size != 1:
+            raise GraphError(
+                f"{who}: the root has shape {tuple(t.shape)}; gradients can be created "
+                "implicitly only for a tensor with one element. Pass a gradient of the "
+                "same shape, e.g. y.backward(tapegrad.ones_like(y)), or reduce y first."
+            )
+        return xp.ones(t.shape, t.dtype)
+    data = g.data if isinstance(g, Tensor) else xp.asarray(g, dtype=t.dtype)
+    if data.shape != t.shape:
+        raise GraphError(
+            f"{who}: gradient has shape {tuple(data.shape)} but the root has shape "
+            f"{tuple(t.shape)}; they must match"
+        )
+    return data
+
+
+def _check_root(t, who):
+    if not isinstance(t, Tensor):
+        raise GraphError(f"{who}: expected a Tensor, got {type(t).__name__}")
+    if not t.requires_grad:
+        raise GraphError(
+            f"{who}: the tensor {describe(t)} does not require grad and has no tape entry. "
+            "Set requires_grad=True on the inputs, and make sure the forward did not run "
+            "under tapegrad.no_grad()."
+        )
+
+
+def backward(tensors, grad_tensors=None, retain_graph=False, create_graph=False):
+    """Accumulate d(tensors)/d(leaves) into every reachable leaf's ``.grad``."""
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if grad_tensors is None or isinstance(grad_tensors, Tensor):
+        grad_tensors = [grad_tensors] * len(tensors) if grad_tensors is None else [grad_tensors]
+    seeds = []
+    for t, g in zip(tensors, grad_tensors):
+        _check_root(t, "backward")
+        s = _seed(t, g, "backward")
+        if create_graph:
+            s = g if isinstance(g, Tensor) else _wrap(s, t.device, None, 0, False)
+        seeds.append(s)
+    run_backward(tensors, seeds, retain_graph or create_graph, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """Gradients of ``outputs`` w.r.t. ``inputs``, returned (not put in ``.grad``).
+
+    >>> x = tapegrad.tensor([1.0, 2.0], requires_grad=True)
+    >>> (g,) = tapegrad.grad((x * x).sum(), x)      # g == 2 * x
+    """
+    single = isinstance(inputs, Tensor)
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs] * len(outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    for t in inputs:
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise GraphError(f"grad: every input must be a Tensor that requires grad, got "
+                             f"{describe(t)}")
+    capture = {id(t): (t, i) for i, t in enumerate(inputs)}
+    seeds = []
+    for t, g in zip(outputs, grad_outputs):
+        _check_root(t, "grad")
+        s = _seed(t, g, "grad")
+        if create_graph:
+            s = g if isinstance(g, Tensor) else _wrap(s, t.device, None, 0, False)
+        seeds.append(s)
+    found = run_backward(outputs, seeds, retain_graph, create_graph, capture)
+    result = []
+    for i, t in enumerate(inputs):
+        g = found.get(i, [None])[0]
+        if g is None:
+            if not allow_unused:
+                raise GraphError(
+                    f"grad: input {i} {describe(t)} is not reachable from the outputs; "
+                    "pass allow_unused=True to get None for it"
+                )
+            result.append(None)
+        elif isinstance(g, Tensor):
+            result.append(g)
+        else:
+            result.append(_wrap(g, t.device, None, 0, False))
+    return tuple(result)

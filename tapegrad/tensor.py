@@ -1,0 +1,522 @@
+"""The Tensor: an array of one device, plus its place on the tape."""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from . import tape
+from .device import Device, cpu, device_of_array, get_device
+from .errors import DTypeError, GraphError, describe
+from .tape import is_grad_enabled, no_grad
+
+__all__ = ["Tensor", "tensor", "set_default_dtype", "get_default_dtype"]
+
+_default_dtype = np.dtype(np.float32)
+
+
+def set_default_dtype(dtype) -> None:
+    """The dtype Python floats (and lists of them) become: float32 unless changed."""
+    global _default_dtype
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        raise DTypeError(f"set_default_dtype: expected a floating dtype, got {dt}")
+    _default_dtype = dt
+
+
+def get_default_dtype():
+    return _default_dtype
+
+
+def _wrap(data, device, node, out_nr, requires_grad):
+    """Fast internal constructor: no conversion, no checks."""
+    t = Tensor.__new__(Tensor)
+    t.data = data
+    t.device = device
+    t.requires_grad = requires_grad
+    t.grad = None
+    t._node = node
+    t._out_nr = out_nr
+    t._version = [0]
+    t._base = None
+    return t
+
+
+def _to_array(data, dtype, device: Device):
+    xp = device.xp
+    if isinstance(data, Tensor):
+        data = data.data
+        if dtype is None:
+            dtype = data.dtype
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+    elif not hasattr(data, "dtype"):  # Python scalars and lists
+        probe = np.asarray(data)
+        if probe.dtype.kind == "f":
+            dtype = _default_dtype
+        elif probe.dtype.kind not in "biuc":
+            raise DTypeError(f"tensor: cannot make a tensor from {type(data).__name__} "
+                             f"(numpy sees dtype {probe.dtype})")
+    if device is not cpu and isinstance(data, np.ndarray):
+        with device.use():
+            return xp.asarray(data, dtype=dtype)
+    if device is cpu and device_of_array(data) is not cpu:
+        data = data.get()
+    return xp.array(data, dtype=dtype, copy=True)
+
+
+def tensor(data, dtype=None, device="cpu", requires_grad=False) -> "Tensor":
+    """Make a leaf Tensor (always a copy of ``data``).
+
+    >>> x = tapegrad.tensor([[1.0, 2.0]], requires_grad=True)   # float32
+    """
+    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _raw(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+class Tensor:
+    """An n-dimensional array that records differentiable ops on the tape.
+
+    Leaves are made by :func:`tapegrad.tensor` (or ops under ``no_grad``);
+    results of recorded ops point at their tape entry (``grad_fn``).
+    """
+
+    __slots__ = ("data", "device", "requires_grad", "grad", "_node", "_out_nr", "_version",
+                 "_base", "__weakref__")
+    __array_ufunc__ = None  # make ndarray <op> Tensor defer to our reflected operators
+    __array_priority__ = 1000
+
+    def __init__(self, data, dtype=None, device="cpu", requires_grad=False):
+        dev = get_device(device)
+        self.data = _to_array(data, dtype, dev)
+        self.device = dev
+        self.requires_grad = False
+        self.grad = None
+        self._node = None
+        self._out_nr = 0
+        self._version = [0]
+        self._base = None
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # ---------------------------------------------------------- properties
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def size(self):
+        return self.data.size
+
+    def numel(self) -> int:
+        return int(self.data.size)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    @property
+    def version(self) -> int:
+        """Bumped by every in-place change (shared with views)."""
+        return self._version[0]
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    # ------------------------------------------------------------- autograd
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if not self.is_leaf:
+            raise GraphError("requires_grad_: only leaf tensors can change requires_grad; "
+                             "use .detach().requires_grad_() for a new leaf")
+        if requires_grad and self.dtype.kind not in "fc":
+            raise DTypeError(
+                f"requires_grad: only floating-point tensors can require grad, this one is "
+                f"{describe(self)}; convert first, e.g. x.astype('float32')"
+            )
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` on this non-leaf tensor after backward."""
+        if not self.requires_grad:
+            raise GraphError("retain_grad: the tensor does not require grad")
+        node = self._node
+        if node is None:
+            return  # leaves keep their grad anyway
+        if node.retained is None:
+            node.retained = {}
+        node.retained[self._out_nr] = weakref.ref(self)
+
+    def backward(self, grad=None, retain_graph=False, create_graph=False) -> None:
+        """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see tapegrad.backward)."""
+        tape.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph)
+
+    def detach(self) -> "Tensor":
+        """Same data (shared, no copy), cut from the tape."""
+        t = _wrap(self.data, self.device, None, 0, False)
+        t._version = self._version
+        return t
+
+    def zero_grad(self) -> None:
+        self.grad = None
+
+    # -------------------------------------------------------------- devices
+    def to(self, device=None, dtype=None) -> "Tensor":
+        """Copy to another device and/or dtype (differentiable); self if nothing changes."""
+        dev = get_device(device) if device is not None else self.device
+        out = self
+        if dtype is not None and np.dtype(dtype) != self.dtype:
+            out = out.astype(dtype)
+        if dev is not out.device:
+            from .ops.elementwise import ToDevice
+
+            out = ToDevice.apply(out, device=dev)
+        return out
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self, index: int = 0) -> "Tensor":
+        return self.to(f"cuda:{index}")
+
+    def numpy(self) -> np.ndarray:
+        """A host (NumPy) copy of the data."""
+        if self.device is cpu:
+            return self.data.copy()
+        return self.data.get()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        if self.data.size != 1:
+            raise GraphError(f"item: only one-element tensors convert to a Python number, "
+                             f"this one has shape {tuple(self.shape)}")
+        return self.data.reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self):
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        extra = []
+        if self.dtype != _default_dtype and self.dtype.kind == "f" or self.dtype.kind != "f":
+            extra.append(f"dtype={self.dtype}")
+        if self.device is not cpu:
+            extra.append(f"device='{self.device}'")
+        if self._node is not None:
+            extra.append(f"grad_fn=<{self._node.name}>")
+        elif self.requires_grad:
+            extra.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+
+    __hash__ = object.__hash__
+
+    # ----------------------------------------------------- in-place updates
+    def _inplace(self, fn, *args):
+        """Run ``fn(self, *args)`` and write the result into self's array.
+
+        With grad recording on, the result's tape entry becomes self's: self
+        is rebased onto the new history, as PyTorch does. The version bump
+        makes any earlier entry that saved self refuse to run backward.
+        """
+        involved = is_grad_enabled() and (
+            self.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)
+        )
+        if involved:
+            if self.is_leaf and self.requires_grad:
+                raise GraphError(
+                    f"in-place op on a leaf tensor {describe(self)} that requires grad: its "
+                    "gradient would be lost. Do it under tapegrad.no_grad() (as optimizers "
+                    "do), or use an out-of-place op."
+                )
+            base = self._base
+            if base is not None and (base.requires_grad or self.requires_grad):
+                raise GraphError(
+                    f"in-place op on a view {describe(self)} of a tensor that is part of the "
+                    "graph is not supported: modify the base tensor, or .clone() the view."
+                )
+            out = fn(self, *args)
+        else:
+            with no_grad():
+                out = fn(self, *args)
+        if out.shape != self.shape:
+            raise GraphError(f"in-place op: result shape {tuple(out.shape)} does not fit the "
+                             f"tensor's shape {tuple(self.shape)}")
+        self.data[...] = out.data
+        self._version[0] += 1
+        if involved:
+            self._node, self._out_nr, self.requires_grad = out._node, out._out_nr, True
+        return self
+
+    def __iadd__(self, other):
+        return self._inplace(_ops.add, other)
+
+    def __isub__(self, other):
+        return self._inplace(_ops.sub, other)
+
+    def __imul__(self, other):
+        return self._inplace(_ops.mul, other)
+
+    def __itruediv__(self, other):
+        return self._inplace(_ops.div, other)
+
+    def add_(self, other, alpha=1.0):
+        return self._inplace(_ops.add, other if alpha == 1.0 else other * alpha)
+
+    def sub_(self, other, alpha=1.0):
+        return self._inplace(_ops.sub, other if alpha == 1.0 else other * alpha)
+
+    def mul_(self, other):
+        return self._inplace(_ops.mul, other)
+
+    def div_(self, other):
+        return self._inplace(_ops.div, other)
+
+    def clamp_(self, min=None, max=None):
+        return self._inplace(_ops.clip, min, max)
+
+    def copy_(self, src):
+        """Overwrite with ``src`` (broadcast); the gradient flows to ``src``."""
+        return self._inplace(_ops.setitem, Ellipsis, src)
+
+    def fill_(self, value):
+        with no_grad():
+            self.data[...] = value
+        self._version[0] += 1
+        return self
+
+    def zero_(self):
+        return self.fill_(0)
+
+    def __setitem__(self, index, value):
+        self._inplace(_ops.setitem, _index(index), value)
+
+    # -------------------------------------------------------------- operators
+    def __add__(self, other):
+        return _ops.Add.apply(self, other)
+
+    def __radd__(self, other):
+        return _ops.Add.apply(other, self)
+
+    def __sub__(self, other):
+        return _ops.Sub.apply(self, other)
+
+    def __rsub__(self, other):
+        return _ops.Sub.apply(other, self)
+
+    def __mul__(self, other):
+        return _ops.Mul.apply(self, other)
+
+    def __rmul__(self, other):
+        return _ops.Mul.apply(other, self)
+
+    def __truediv__(self, other):
+        return _ops.Div.apply(self, other)
+
+    def __rtruediv__(self, other):
+        return _ops.Div.apply(other, self)
+
+    def __pow__(self, other):
+        return _ops.Pow.apply(self, other)
+
+    def __rpow__(self, other):
+        return _ops.Pow.apply(other, self)
+
+    def __matmul__(self, other):
+        return _ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _ops.matmul(other, self)
+
+    def __neg__(self):
+        return _ops.Neg.apply(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _ops.abs(self)
+
+    def _compare(self, other, op):
+        return _wrap(op(self.data, _raw(other)), self.device, None, 0, False)
+
+    def __lt__(self, other):
+        return self._compare(other, lambda a, b: a < b)
+
+    def __le__(self, other):
+        return self._compare(other, lambda a, b: a <= b)
+
+    def __gt__(self, other):
+        return self._compare(other, lambda a, b: a > b)
+
+    def __ge__(self, other):
+        return self._compare(other, lambda a, b: a >= b)
+
+    def __eq__(self, other):
+        return self._compare(other, lambda a, b: a == b)
+
+    def __ne__(self, other):
+        return self._compare(other, lambda a, b: a != b)
+
+    def __getitem__(self, index):
+        return _ops.getitem(self, _index(index))
+
+    # --------------------------------------------------- methods (see tapegrad.ops)
+    def astype(self, dtype):
+        return _ops.cast(self, dtype)
+
+    def float(self):
+        return self.astype(np.float32)
+
+    def double(self):
+        return self.astype(np.float64)
+
+    def half(self):
+        return self.astype(np.float16)
+
+    def clone(self):
+        return _ops.cast(self, self.dtype, copy=True)
+
+    def sum(self, axis=None, keepdims=False):
+        return _ops.sum(self, axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return _ops.mean(self, axis, keepdims)
+
+    def var(self, axis=None, keepdims=False, ddof=0):
+        return _ops.var(self, axis, keepdims, ddof)
+
+    def max(self, axis=None, keepdims=False):
+        return _ops.max(self, axis, keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return _ops.min(self, axis, keepdims)
+
+    def logsumexp(self, axis=None, keepdims=False):
+        return _ops.logsumexp(self, axis, keepdims)
+
+    def argmax(self, axis=None):
+        return _wrap(self.data.argmax(axis=axis), self.device, None, 0, False)
+
+    def argmin(self, axis=None):
+        return _wrap(self.data.argmin(axis=axis), self.device, None, 0, False)
+
+    def reshape(self, *shape):
+        return _ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    view = reshape
+
+    def flatten(self, start_axis=0, end_axis=-1):
+        return _ops.flatten(self, start_axis, end_axis)
+
+    def transpose(self, *axes):
+        return _ops.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+
+    def permute(self, *axes):
+        return _ops.transpose(self, axes[0] if len(axes) == 1 else axes)
+
+    def swapaxes(self, a, b):
+        return _ops.swapaxes(self, a, b)
+
+    def broadcast_to(self, shape):
+        return _ops.broadcast_to(self, shape)
+
+    def expand_dims(self, axis):
+        return _ops.expand_dims(self, axis)
+
+    unsqueeze = expand_dims
+
+    def squeeze(self, axis=None):
+        return _ops.squeeze(self, axis)
+
+    def exp(self):
+        return _ops.exp(self)
+
+    def log(self):
+        return _ops.log(self)
+
+    def sqrt(self):
+        return _ops.sqrt(self)
+
+    def abs(self):
+        return _ops.abs(self)
+
+    def sign(self):
+        return _ops.sign(self)
+
+    def tanh(self):
+        return _ops.tanh(self)
+
+    def sigmoid(self):
+        return _ops.sigmoid(self)
+
+    def relu(self):
+        return _ops.relu(self)
+
+    def clip(self, min=None, max=None):
+        return _ops.clip(self, min, max)
+
+    clamp = clip
+
+    def pow(self, exponent):
+        return _ops.pow(self, exponent)
+
+    def matmul(self, other):
+        return _ops.matmul(self, other)
+
+    def maximum(self, other):
+        return _ops.maximum(self, other)
+
+    def minimum(self, other):
+        return _ops.minimum(self, other)
+
+
+def _index(index):
+    """Tensors inside an index become their raw arrays."""
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, tuple):
+        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    return index
+
+
+tape._bind(Tensor, _wrap)
+
+from . import ops as _ops  # noqa: E402  (ops need Tensor defined first)
