@@ -1,0 +1,92 @@
+"""Geometry shared by convolution and pooling: argument parsing, output
+sizes, and strided window views (im2col without a copy).
+
+Padding follows three conventions:
+  int p                 -> (p, p, p, p)
+  (ph, pw)              -> (ph, ph, pw, pw)           PyTorch
+  (top, bottom, left, right)                          MatConvNet's asymmetric pad
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import ArgumentError, ShapeError
+
+
+def pair(value, name: str, op: str, minimum: int = 1) -> tuple[int, int]:
+    """``3`` or ``(3, 2)`` -> ``(3, 3)`` / ``(3, 2)``, each at least ``minimum``."""
+    if isinstance(value, int):
+        out = (value, value)
+    else:
+        out = tuple(int(v) for v in value)
+        if len(out) != 2:
+            raise ArgumentError(f"{op}: {name} must be an int or a pair (h, w), got {value!r}")
+    if out[0] < minimum or out[1] < minimum:
+        raise ArgumentError(f"{op}: {name} must be >= {minimum}, got {value!r}")
+    return out
+
+
+def padding4(value, op: str) -> tuple[int, int, int, int]:
+    """Padding as ``(top, bottom, left, right)``; see the module docstring."""
+    if isinstance(value, int):
+        out = (value,) * 4
+    else:
+        v = tuple(int(p) for p in value)
+        if len(v) == 2:
+            out = (v[0], v[0], v[1], v[1])
+        elif len(v) == 4:
+            out = v
+        else:
+            raise ArgumentError(f"{op}: padding must be an int, (h, w) or (top, bottom, left, "
+                                f"right), got {value!r}")
+    if min(out) < 0:
+        raise ArgumentError(f"{op}: padding must be non-negative, got {value!r}")
+    return out
+
+
+def out_size(op: str, axis: str, size: int, kernel: int, stride: int, pad_before: int,
+             pad_after: int, dilation: int = 1, ceil_mode: bool = False) -> int:
+    """Output length along one axis: floor (PyTorch, MatConvNet) or ceil (Caffe
+    pooling) of ``(size + pads - dilation*(kernel-1) - 1) / stride + 1``.
+
+    With ``ceil_mode`` the last window must still start inside the input or
+    the leading padding (PyTorch's and Caffe's rule), so it is never all padding.
+    """
+    span = dilation * (kernel - 1) + 1
+    padded = size + pad_before + pad_after
+    if span > padded:
+        raise ShapeError(f"{op}: the kernel covers {span} along {axis} (kernel {kernel}, "
+                         f"dilation {dilation}) but the padded input is only {padded} "
+                         f"({size} + padding {pad_before}+{pad_after}); use a smaller kernel "
+                         "or more padding")
+    if ceil_mode:
+        n = math.ceil((padded - span) / stride) + 1
+        if (n - 1) * stride >= size + pad_before:
+            n -= 1
+    else:
+        n = (padded - span) // stride + 1
+    if n <= 0:
+        raise ShapeError(f"{op}: output size along {axis} would be {n}")
+    return n
+
+
+def sliding_windows(xp, x, kernel, stride, dilation=(1, 1)):
+    """A read-only view of every window of ``x`` (already padded):
+
+        (N, C, H, W) -> (N, C, Ho, Wo, kh, kw)
+
+    No copy is made; reshaping the view (for a GEMM) makes the im2col copy.
+    """
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    sh, sw = stride
+    dh, dw = dilation
+    ho = (h - dh * (kh - 1) - 1) // sh + 1
+    wo = (w - dw * (kw - 1) - 1) // sw + 1
+    s0, s1, s2, s3 = x.strides
+    return xp.lib.stride_tricks.as_strided(
+        x, shape=(n, c, ho, wo, kh, kw),
+        strides=(s0, s1, s2 * sh, s3 * sw, s2 * dh, s3 * dw),
+        writeable=False,
+    )
