@@ -1,0 +1,117 @@
+"""DataLoader: shuffled mini-batches of a dataset, as tuples of Tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..device import cpu, device_of_array, get_device
+from ..errors import ArgumentError
+from ..random import get_generator
+from ..tensor import Tensor, _wrap
+
+__all__ = ["DataLoader", "collate"]
+
+
+def collate(samples):
+    """A list of samples (tuples of arrays/numbers) -> a tuple of stacked arrays."""
+    if not samples:
+        raise ArgumentError("collate: empty batch")
+    first = samples[0]
+    if not isinstance(first, (tuple, list)):
+        return (_stack([s for s in samples]),)
+    return tuple(_stack([s[k] for s in samples]) for k in range(len(first)))
+
+
+def _stack(items):
+    items = [i.data if isinstance(i, Tensor) else i for i in items]
+    if hasattr(items[0], "__cuda_array_interface__"):
+        import cupy
+
+        return cupy.stack(items)
+    return np.stack([np.asarray(i) for i in items])
+
+
+class DataLoader:
+    """Iterate over ``dataset`` in mini-batches: each batch a tuple of Tensors.
+
+    >>> loader = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True, seed=0)
+    >>> for xb, yb in loader: ...
+
+    - ``shuffle``: a new permutation every epoch (every ``iter()``). With
+      ``seed`` given, epoch *e*'s permutation depends only on ``(seed, e)``,
+      so runs are reproducible and :meth:`set_epoch` can resume mid-sequence;
+      with ``seed=None`` it is drawn from tapegrad's global CPU generator, so
+      ``tapegrad.manual_seed`` makes it repeatable.
+    - ``drop_last``: skip a last batch smaller than ``batch_size``.
+    - ``device``: where the batches' Tensors live (``"cpu"``, ``"cuda"``...).
+
+    Datasets with ``get_batch(indices)`` (``TensorDataset``, ``Subset``) are
+    batched by fancy indexing, one copy per field; other datasets are read
+    sample by sample and stacked (:func:`collate`).
+    """
+
+    def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
+                 drop_last: bool = False, seed: int | None = None, device="cpu"):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+                or batch_size < 1:
+            raise ArgumentError(f"DataLoader: batch_size must be a positive int, got "
+                                f"{batch_size!r}")
+        self.dataset = dataset
+        self.batch_size = int(batch_size)
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.seed = None if seed is None else int(seed)
+        self.device = get_device(device)
+        self.epoch = 0  # number of iterations started so far (for seeded shuffles)
+
+    def __len__(self) -> int:
+        n = len(self.dataset)
+        if self.drop_last:
+            return n // self.batch_size
+        return -(-n // self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        """The next ``iter()`` uses epoch ``epoch``'s permutation (seeded loaders)."""
+        self.epoch = int(epoch)
+
+    def _order(self) -> np.ndarray:
+        n = len(self.dataset)
+        if not self.shuffle:
+            return np.arange(n)
+        if self.seed is not None:
+            gen = np.random.default_rng(np.random.SeedSequence(self.seed,
+                                                               spawn_key=(self.epoch,)))
+        else:
+            gen = get_generator(cpu)
+        return gen.permutation(n)
+
+    def __iter__(self):
+        order = self._order()
+        self.epoch += 1
+        bs = self.batch_size
+        stop = len(self) * bs if self.drop_last else len(order)
+        fetch = getattr(self.dataset, "get_batch", None)
+        for start in range(0, stop, bs):
+            idx = order[start:start + bs]
+            if fetch is not None:
+                fields = fetch(idx)
+            else:
+                fields = collate([self.dataset[int(i)] for i in idx])
+            yield tuple(self._to_tensor(f) for f in fields)
+
+    def _to_tensor(self, a) -> Tensor:
+        dev = self.device
+        if isinstance(a, Tensor):
+            return a.to(dev)
+        if not hasattr(a, "__cuda_array_interface__"):
+            a = np.asarray(a)
+            if dev is cpu:
+                return _wrap(a, cpu, None, 0, False)  # fancy indexing already copied
+        elif device_of_array(a) is dev:
+            return _wrap(a, dev, None, 0, False)
+        return Tensor(a, device=dev)
+
+    def __repr__(self) -> str:
+        return (f"DataLoader({self.dataset!r}, batch_size={self.batch_size}, "
+                f"shuffle={self.shuffle}, drop_last={self.drop_last}, seed={self.seed}, "
+                f"device='{self.device}')")
