@@ -1,0 +1,82 @@
+"""Fully connected layer, Identity, Flatten, Dropout."""
+
+from __future__ import annotations
+
+from .. import ops
+from ._util import default_reset, new_param
+from .module import Module
+
+__all__ = ["Identity", "Linear", "Flatten", "Dropout"]
+
+
+class Identity(Module):
+    """Returns its input unchanged (a placeholder when editing networks)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` (Caffe's InnerProduct).
+
+    ``weight`` is (out_features, in_features); both are initialised as
+    PyTorch does: U(-1/sqrt(in_features), 1/sqrt(in_features)).
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = new_param((out_features, in_features), device, dtype)
+        if bias:
+            self.bias = new_param((out_features,), device, dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        default_reset(self.weight, self.bias)
+
+    def forward(self, x):
+        return ops.linear(x, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class Flatten(Module):
+    """Merge axes ``start_dim..end_dim`` (default: all but the batch axis)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def forward(self, x):
+        return ops.flatten(x, self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Dropout(Module):
+    """Zero each element with probability ``p`` in training mode (scaling the
+    rest by 1/(1-p)); the identity in eval mode. Masks come from the global
+    generator."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p = p
+
+    def forward(self, x):
+        return ops.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}"

@@ -1,0 +1,55 @@
+"""Loss layers."""
+
+from __future__ import annotations
+
+from .. import ops
+from ..tensor import Tensor
+from .module import Module
+
+__all__ = ["CrossEntropyLoss", "MSELoss"]
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_reduction(name, reduction):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+class CrossEntropyLoss(Module):
+    """Softmax + negative log-likelihood over class logits (N, C[, ...]) and
+    integer targets (N[, ...]) (Caffe's SoftmaxWithLoss). ``weight`` (C,)
+    rescales classes and is kept as a buffer."""
+
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0):
+        super().__init__()
+        _check_reduction("CrossEntropyLoss", reduction)
+        if weight is not None and not isinstance(weight, Tensor):
+            weight = Tensor(weight)
+        self.register_buffer("weight", weight)
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input, target):
+        return ops.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
+                                 self.label_smoothing)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}"
+
+
+class MSELoss(Module):
+    """Mean (or summed) squared error (Caffe's EuclideanLoss is ``sum / (2N)``)."""
+
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        _check_reduction("MSELoss", reduction)
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        return ops.mse_loss(input, target, self.reduction)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}"

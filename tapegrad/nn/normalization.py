@@ -1,0 +1,112 @@
+"""Batch normalisation and local response normalisation layers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops
+from ..creation import ones, zeros
+from ..errors import ShapeError
+from . import init
+from ._util import new_param
+from .module import Module
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LocalResponseNorm"]
+
+
+class _BatchNorm(Module):
+    _ndims: tuple = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = True,
+                 track_running_stats: bool = True, device=None, dtype=None):
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        dev = device or "cpu"
+        if affine:
+            self.weight = new_param((num_features,), device, dtype)
+            self.bias = new_param((num_features,), device, dtype)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features, dtype=dtype, device=dev))
+            self.register_buffer("running_var", ones(num_features, dtype=dtype, device=dev))
+            self.register_buffer("num_batches_tracked", zeros((), dtype=np.int64, device=dev))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            init.zeros_(self.running_mean)
+            init.ones_(self.running_var)
+            init.zeros_(self.num_batches_tracked)
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def forward(self, x):
+        if x.ndim not in self._ndims:
+            want = " or ".join(f"{n}-D" for n in self._ndims)
+            raise ShapeError(f"{type(self).__name__}: expected {want} input, got shape "
+                             f"{tuple(x.shape)}")
+        if x.shape[1] != self.num_features:
+            raise ShapeError(f"{type(self).__name__}({self.num_features}): input shape "
+                             f"{tuple(x.shape)} has {x.shape[1]} channels on axis 1")
+        momentum = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.data[...] += 1
+            self.num_batches_tracked._version[0] += 1
+            if self.momentum is None:  # cumulative moving average
+                momentum = 1.0 / int(self.num_batches_tracked.data)
+        use_batch = self.training or not self.track_running_stats
+        return ops.batch_norm(x, self.running_mean if self.track_running_stats else None,
+                              self.running_var if self.track_running_stats else None,
+                              self.weight, self.bias, use_batch, momentum, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm over (N, C) or (N, C, L) input; statistics per channel C.
+
+    ``running_mean``, ``running_var`` and ``num_batches_tracked`` are buffers
+    (saved in ``state_dict``); eval mode normalises with them.
+    """
+
+    _ndims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm over (N, C, H, W) input (Caffe's BatchNorm + Scale)."""
+
+    _ndims = (4,)
+
+
+class LocalResponseNorm(Module):
+    """AlexNet's cross-channel normalisation:
+    ``x / (k + alpha/size * sum_{window} x**2) ** beta``."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, x):
+        return ops.local_response_norm(x, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -1,0 +1,73 @@
+"""Parameter: a leaf Tensor that a Module registers as trainable."""
+
+from __future__ import annotations
+
+from ..device import device_of_array, get_device
+from ..errors import DTypeError
+from ..tensor import Tensor, _to_array, get_default_dtype
+
+__all__ = ["Parameter", "move_array"]
+
+
+class Parameter(Tensor):
+    """A Tensor that requires grad and that ``Module.__setattr__`` registers.
+
+    ``Parameter(t)`` shares ``t``'s array (no copy), like PyTorch; any other
+    array-like is copied. Results of ops on a Parameter are plain Tensors.
+
+    >>> w = nn.Parameter(tapegrad.zeros(3, 4))
+    """
+
+    __slots__ = ()  # Tensor uses __slots__; keep instances dict-free too
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            data = Tensor([], dtype=get_default_dtype())
+        if isinstance(data, Tensor):
+            arr, dev = data.data, data.device
+        else:
+            dev = device_of_array(data) if hasattr(data, "shape") else get_device("cpu")
+            arr = _to_array(data, None, dev)
+        if requires_grad and arr.dtype.kind not in "fc":
+            raise DTypeError(f"Parameter: only floating-point data can require grad, got "
+                             f"dtype {arr.dtype}; pass requires_grad=False or convert it")
+        self.data = arr
+        self.device = dev
+        self.requires_grad = bool(requires_grad)
+        self.grad = None
+        self._node = None
+        self._out_nr = 0
+        self._version = [0]
+        self._base = None
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce_ex__(self, protocol):  # copy.deepcopy / copy.copy keep the class
+        return (_rebuild_parameter, (self.data.copy(), self.requires_grad, self.grad))
+
+
+def _rebuild_parameter(data, requires_grad, grad):
+    p = Parameter.__new__(Parameter)
+    p._node, p._out_nr, p._version, p._base = None, 0, [0], None
+    p.data = data
+    p.device = device_of_array(data)
+    p.requires_grad = requires_grad
+    p.grad = grad
+    return p
+
+
+def move_array(arr, device, dtype=None):
+    """``arr`` on ``device`` (a Device) with ``dtype``: the same array when nothing
+    changes, else a new one. Crosses devices through the host when needed."""
+    src = device_of_array(arr)
+    if src is not device:
+        if src.type == "cuda":
+            arr = arr.get()
+        if device.type == "cuda":
+            with device.use():
+                arr = device.xp.asarray(arr)
+    if dtype is not None and arr.dtype != dtype:
+        with device.use():
+            arr = arr.astype(dtype)
+    return arr

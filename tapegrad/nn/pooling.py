@@ -1,0 +1,49 @@
+"""Max and average pooling layers."""
+
+from __future__ import annotations
+
+from .. import ops
+from .module import Module
+
+__all__ = ["MaxPool2d", "AvgPool2d"]
+
+
+class MaxPool2d(Module):
+    """Max over ``kernel_size`` windows (stride defaults to the kernel size).
+    ``ceil_mode=True`` gives Caffe's output size."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+
+    def forward(self, x):
+        return ops.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    """Mean over ``kernel_size`` windows; ``count_include_pad`` decides whether
+    padded zeros count in the divisor."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x):
+        return ops.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                              self.count_include_pad)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}")

@@ -1,0 +1,51 @@
+"""Gradient utilities: clipping by global norm or by value."""
+
+from __future__ import annotations
+
+import math
+
+from ..tensor import Tensor, _wrap
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+
+
+def _grads(parameters):
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    return [p.grad for p in parameters if p.grad is not None]
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False):
+    """Scale all gradients together so that their joint ``norm_type`` norm is at
+    most ``max_norm`` (coefficient ``max_norm / (total + 1e-6)``, capped at 1).
+
+    Returns the total norm before clipping as a 0-d Tensor (float32 or the
+    gradients' dtype). Runs on raw arrays; nothing is recorded.
+    """
+    grads = _grads(parameters)
+    norm_type = float(norm_type)
+    if not grads:
+        from ..creation import zeros
+        return zeros(())
+    xp, dev = grads[0].device.xp, grads[0].device
+    with dev.use():
+        if math.isinf(norm_type):
+            norms = [xp.abs(g.data).max() for g in grads]
+            total = xp.max(xp.stack(norms)).astype(grads[0].dtype)
+        else:
+            norms = [(xp.abs(g.data) ** norm_type).sum() for g in grads]
+            total = (xp.sum(xp.stack(norms)) ** (1.0 / norm_type)).astype(grads[0].dtype)
+        if error_if_nonfinite and not bool(xp.isfinite(total)):
+            raise RuntimeError(f"clip_grad_norm_: the total gradient norm is {float(total)}; "
+                               "pass error_if_nonfinite=False to clip anyway")
+        coef = xp.minimum(max_norm / (total + 1e-6), 1.0)
+        for g in grads:
+            g.data *= coef.astype(g.dtype)
+    return _wrap(xp.asarray(total), dev, None, 0, False)
+
+
+def clip_grad_value_(parameters, clip_value: float) -> None:
+    """Clamp every gradient element into ``[-clip_value, clip_value]`` in place."""
+    for g in _grads(parameters):
+        g.device.xp.clip(g.data, -clip_value, clip_value, out=g.data)
