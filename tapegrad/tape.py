@@ -233,7 +233,7 @@ class Function:
             device = cpu
         if edges is None:
             ctx = Node(cls, device, (False,) * len(args))
-            return _unrecorded(cls.forward(ctx, *arrays, **params), ctx.device)
+            return _unrecorded(cls, cls.forward(ctx, *arrays, **params), ctx.device, args[0])
         ctx = Node(cls, device, tuple([e is not None for e in edges]))
         out = cls.forward(ctx, *arrays, **params)
         return _record(cls, ctx, edges, out, args)
@@ -244,7 +244,7 @@ class Function:
         data = x.data
         if not (x.requires_grad and _local.enabled):
             ctx = Node(cls, x.device, _NO_GRAD[len(consts)])
-            return _unrecorded(cls.forward(ctx, data, *consts, **params), ctx.device)
+            return _unrecorded(cls, cls.forward(ctx, data, *consts, **params), ctx.device, x)
         ctx = Node(cls, x.device, _FIRST_GRAD[len(consts)])
         out = cls.forward(ctx, data, *consts, **params)
         return _record(cls, ctx, [_edge(x, data)] + [None] * len(consts), out, (x, *consts))
@@ -261,10 +261,14 @@ def _edge(t, data):
     return (node, t._out_nr, data.shape, data.dtype)
 
 
-def _unrecorded(out, device):
-    if type(out) is tuple:
-        return tuple(_wrap(o, device, None, 0, False) for o in out)
-    return _wrap(out, device, None, 0, False)
+def _unrecorded(cls, out, device, base):
+    """Wrap the outputs of an op that recorded nothing (views still share versions)."""
+    if type(out) is not tuple:
+        t = _wrap(out, device, None, 0, False)
+        if cls.view and isinstance(base, Tensor):
+            _share_version(t, base)
+        return t
+    return tuple(_unrecorded(cls, o, device, base) for o in out)
 
 
 def _record(cls, ctx, edges, out, args):
@@ -274,25 +278,25 @@ def _record(cls, ctx, edges, out, args):
     ctx.edges = edges
     if type(out) is not tuple and not cls.view:  # the common case, kept short
         ctx.n_out = 1
+        t = (_wrap(out, device, ctx, 0, True) if out.dtype.kind in "fc" else
+             _wrap(out, device, None, 0, False))  # integer results carry no gradient
         if ctx.saved:
-            _track_saved(ctx, args, (out,))
-        if out.dtype.kind in "fc":
-            return _wrap(out, device, ctx, 0, True)
-        return _wrap(out, device, None, 0, False)  # integer results carry no gradient
+            _track_saved(ctx, args, (t,))
+        return t
     single = type(out) is not tuple
     outs = (out,) if single else out
     ctx.n_out = len(outs)
     if not single:
         ctx.out_meta = [(o.shape, o.dtype) for o in outs]
-    if ctx.saved:
-        _track_saved(ctx, args, outs)
     results = []
     for k, o in enumerate(outs):
-        diff = o.dtype.kind in "fc"  # integer results carry no gradient
+        diff = o.dtype.kind in "fc"
         t = _wrap(o, device, ctx if diff else None, k, diff)
         if cls.view:
             _share_version(t, args[0])
         results.append(t)
+    if ctx.saved:
+        _track_saved(ctx, args, results)
     return results[0] if single else tuple(results)
 
 
@@ -303,20 +307,20 @@ def _share_version(view, base):
 
 
 def _track_saved(ctx, args, outs):
-    """Note where each saved array came from, and the version it had."""
+    """Note where each saved array came from (input i / output k of this
+    entry) and that tensor's version now, for the check before backward."""
     src = []
     for v in ctx.saved:
         found = None
         if getattr(v, "shape", None) is not None:  # arrays only, not None or numbers
             for i, a in enumerate(args):
                 if isinstance(a, Tensor) and v is a.data:
-                    t = args[i]
-                    found = ("in", i, t._version, t._version[0])
+                    found = ("in", i, a._version, a._version[0])
                     break
             else:
                 for k, o in enumerate(outs):
-                    if v is o:
-                        found = ("out", k, None, 0)
+                    if v is o.data:
+                        found = ("out", k, o._version, o._version[0])
                         break
         src.append(found)
     if any(src):  # else all constants: nothing to check or to differentiate through
@@ -335,9 +339,10 @@ def _mixed_devices(cls, args):
 
 def _check_versions(node):
     for src in node.saved_src:
-        if src is not None and src[2] is not None and src[2][0] != src[3]:
+        if src is not None and src[2][0] != src[3]:
+            what = "input" if src[0] == "in" else "output"
             raise GraphError(
-                f"{node.name} (tape entry #{node.seq}) saved input {src[1]} at version "
+                f"{node.name} (tape entry #{node.seq}) saved {what} {src[1]} at version "
                 f"{src[3]}, but it has since been modified in place (now version "
                 f"{src[2][0]}), so its gradient would be wrong. Use an out-of-place op "
                 "(y = x + 1 instead of x += 1), or .clone() the tensor before modifying it."
@@ -541,9 +546,11 @@ def _check_root(t, who):
 
 def backward(tensors, grad_tensors=None, retain_graph=False, create_graph=False):
     """Accumulate d(tensors)/d(leaves) into every reachable leaf's ``.grad``."""
-    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
-    if grad_tensors is None or isinstance(grad_tensors, Tensor):
-        grad_tensors = [grad_tensors] * len(tensors) if grad_tensors is None else [grad_tensors]
+    if isinstance(tensors, Tensor):
+        tensors, grad_tensors = [tensors], [grad_tensors]
+    else:
+        tensors = list(tensors)
+        grad_tensors = [None] * len(tensors) if grad_tensors is None else list(grad_tensors)
     seeds = []
     for t, g in zip(tensors, grad_tensors):
         _check_root(t, "backward")
@@ -561,11 +568,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     >>> x = tapegrad.tensor([1.0, 2.0], requires_grad=True)
     >>> (g,) = tapegrad.grad((x * x).sum(), x)      # g == 2 * x
     """
-    single = isinstance(inputs, Tensor)
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    inputs = [inputs] if single else list(inputs)
-    if grad_outputs is None or isinstance(grad_outputs, Tensor):
-        grad_outputs = [grad_outputs] * len(outputs)
+    if isinstance(outputs, Tensor):
+        outputs, grad_outputs = [outputs], [grad_outputs]
+    else:
+        outputs = list(outputs)
+        grad_outputs = [None] * len(outputs) if grad_outputs is None else list(grad_outputs)
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     if retain_graph is None:
         retain_graph = create_graph
     for t in inputs:

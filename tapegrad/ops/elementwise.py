@@ -241,7 +241,7 @@ class Cast(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g  # the engine casts back to the input's dtype
+        return g, None  # the engine casts back to the input's dtype
 
 
 class ToDevice(Function):

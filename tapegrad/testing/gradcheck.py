@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import TapegradError
 from ..tape import grad as tape_grad
-from ..tape import no_grad
+from ..tape import enable_grad, no_grad
 from ..tensor import Tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "directional_gradcheck", "GradcheckError"]
@@ -167,6 +167,7 @@ def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, device=Non
     diff = [x for x in xs if x.requires_grad]
     us = [rng.standard_normal(x.shape) for x in diff]
 
+    @enable_grad()  # gradcheck evaluates under no_grad; the first gradient needs a tape
     def first_grad_dot_u(*args):
         d, gs = _analytic(fn, list(args), cots, create_graph=True)
         total = None
@@ -174,6 +175,8 @@ def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, device=Non
             if g is not None:
                 term = (g * u).sum()
                 total = term if total is None else total + term
+        if total is None:
+            raise GradcheckError(f"gradgradcheck: {name} has no gradient w.r.t. any input")
         return total
 
     return gradcheck(first_grad_dot_u, xs, eps=eps, atol=atol, rtol=rtol, seed=seed,

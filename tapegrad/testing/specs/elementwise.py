@@ -1,0 +1,47 @@
+"""Specs of tapegrad/ops/elementwise.py."""
+
+import numpy as np
+
+from ... import ops
+from . import OpSpec
+
+
+def _pos(*shapes):
+    return lambda r: [r.uniform(0.5, 2.0, s) for s in shapes]
+
+
+def _any(*shapes):
+    return lambda r: [r.uniform(-2.0, 2.0, s) for s in shapes]
+
+
+def _apart(r):
+    # x and y never closer than 0.2: maximum/minimum have no tie
+    x = r.uniform(-2, 2, (3, 4))
+    return [x, x + r.choice([-1, 1], (3, 4)) * r.uniform(0.2, 1.0, (3, 4))]
+
+
+def _away_from_zero(r):
+    x = r.uniform(0.2, 2.0, (2, 5))
+    return [x * r.choice([-1, 1], x.shape)]
+
+
+_COND = np.array([[True, False, True, True], [False, False, True, False], [True] * 4])
+
+SPECS = [
+    OpSpec("add", ops.add, _any((3, 4), (4,)), "broadcast", twice=True),
+    OpSpec("sub", ops.sub, _any((2, 1, 3), (4, 1)), "broadcast", twice=True),
+    OpSpec("mul", ops.mul, _any((3, 4), (3, 1)), "broadcast", twice=True),
+    OpSpec("div", ops.div, _pos((3, 4), (4,)), "broadcast", twice=True),
+    OpSpec("neg", ops.neg, _any((5,)), twice=True),
+    OpSpec("pow", lambda x: ops.pow(x, 3.0), _any((2, 3)), "scalar exponent", twice=True),
+    OpSpec("pow", ops.pow, _pos((2, 3), (3,)), "tensor exponent", twice=True),
+    OpSpec("exp", ops.exp, _any((2, 3)), twice=True),
+    OpSpec("log", ops.log, _pos((2, 3)), twice=True),
+    OpSpec("sqrt", ops.sqrt, _pos((2, 3)), twice=True),
+    OpSpec("abs", ops.abs, _away_from_zero, twice=True),
+    OpSpec("maximum", ops.maximum, _apart, twice=True),
+    OpSpec("minimum", ops.minimum, _apart, twice=True),
+    OpSpec("where", lambda x, y: ops.where(_COND, x, y), _any((3, 4), (4,)), twice=True),
+    OpSpec("clip", lambda x: ops.clip(x, -0.5, 0.7), lambda r: [np.array(
+        [-1.0, -0.3, 0.1, 0.5, 1.2, 0.69, -0.6])], twice=True),
+]

@@ -1,0 +1,27 @@
+"""Test configuration: hypothesis profiles and the GPU marker.
+
+Profiles: ``ci`` (default; few examples, no deadline: the suite stays within
+minutes on 2 cores) and ``thorough`` (HYPOTHESIS_PROFILE=thorough).
+"""
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", max_examples=15, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=200, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(config, items):
+    import tapegrad
+
+    if tapegrad.cupy_available():
+        return
+    skip = pytest.mark.skip(reason="needs CuPy and an NVIDIA GPU (not available here)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
