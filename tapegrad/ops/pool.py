@@ -1,3 +1,284 @@
-"""(being written)"""
+"""2-D pooling (NCHW): max and average, each op's forward and vjp side by side.
 
-__all__: list[str] = []
+Geometry (kernel, stride, asymmetric padding, floor/ceil rounding) is parsed
+with the helpers in ``_windows.py`` that convolution shares.
+
+Conventions, and which options reproduce each framework:
+
+* **MatConvNet** ``vl_nnpool``: ``ceil_mode=False`` (floor rounding),
+  ``count_include_pad=False`` (an average is divided by the number of window
+  cells inside the input). Its ``'pad', [top bottom left right]`` is our
+  ``padding=(top, bottom, left, right)``.
+* **Caffe** ``Pooling``: ``ceil_mode=True`` (ceil rounding; the last window
+  must start inside the input or the leading padding), ``count_include_pad=True``.
+  Caffe's AVE divisor counts the window cells that lie inside the *padded*
+  input ``[-pad, size + pad)`` -- padding cells count, but the part of a
+  ceil-mode window hanging past the trailing padding does not (PyTorch's
+  ``count_include_pad=True`` rule is the same). With ``pad=0`` that means a
+  ragged last window is averaged over its cells inside the input only.
+* **PyTorch**: the same names and defaults (floor, include padding).
+
+Max pooling pads with ``-inf`` (padding never wins). Each output remembers
+the position of its maximum inside the window (a small integer in window
+order, row-major over ``(kh, kw)``); ties go to the first in that order. The
+vjp routes each gradient there, so only those indices are saved, not the
+input. Padding must be smaller than the kernel along each axis, so that no
+window lies entirely in the padding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ArgumentError, ShapeError, describe
+from ..tape import Function
+from ._windows import out_size, padding4, pair, sliding_windows
+
+__all__ = ["max_pool2d", "avg_pool2d"]
+
+
+class _Geometry:
+    """Everything about one pooling call that is not an array."""
+
+    __slots__ = ("shape", "kernel", "stride", "pad", "out", "buf", "fast")
+
+    def __init__(self, op, x, kernel_size, stride, padding, ceil_mode):
+        if getattr(x, "ndim", None) != 4:
+            raise ShapeError(f"{op}: expected input of shape (N, C, H, W), got {describe(x)}")
+        kh, kw = pair(kernel_size, "kernel_size", op)
+        sh, sw = (kh, kw) if stride is None else pair(stride, "stride", op)
+        pt, pb, pl, pr = padding4(padding, op)
+        if max(pt, pb) >= kh or max(pl, pr) >= kw:
+            raise ArgumentError(
+                f"{op}: padding (top, bottom, left, right) = {(pt, pb, pl, pr)} must be smaller "
+                f"than the kernel {(kh, kw)} along each axis (else a window could lie entirely "
+                "in the padding)")
+        n, c, h, w = x.shape
+        ho = out_size(op, "height", h, kh, sh, pt, pb, ceil_mode=ceil_mode)
+        wo = out_size(op, "width", w, kw, sw, pl, pr, ceil_mode=ceil_mode)
+        self.shape = x.shape
+        self.kernel = (kh, kw)
+        self.stride = (sh, sw)
+        self.pad = (pt, pb, pl, pr)
+        self.out = (ho, wo)
+        # rows/columns of the padded buffer: every window, and all of the input
+        self.buf = (max((ho - 1) * sh + kh, pt + h), max((wo - 1) * sw + kw, pl + w))
+        # non-overlapping windows that tile (a crop of) the input: reshapes only
+        self.fast = (sh, sw) == (kh, kw) and pt == pb == pl == pr == 0 and \
+            ho * kh <= h and wo * kw <= w
+
+    def padded(self, xp, x, fill):
+        """``x`` inside a buffer of ``fill`` covering every window."""
+        n, c, h, w = x.shape
+        pt, _, pl, _ = self.pad
+        out = xp.full((n, c) + self.buf, fill, dtype=x.dtype)
+        out[:, :, pt:pt + h, pl:pl + w] = x
+        return out
+
+    def windows(self, xp, x, fill):
+        """(N, C, H, W) -> (N, C, Ho, Wo, kh, kw), a view of every window."""
+        ho, wo = self.out
+        win = sliding_windows(xp, self.padded(xp, x, fill), self.kernel, self.stride)
+        return win[:, :, :ho, :wo]
+
+    def tiles(self, x):
+        """Fast path: (N, C, H, W) -> (N, C, Ho, kh, Wo, kw) (crops a ragged edge)."""
+        (ho, wo), (kh, kw) = self.out, self.kernel
+        n, c = x.shape[:2]
+        return x[:, :, :ho * kh, :wo * kw].reshape(n, c, ho, kh, wo, kw)
+
+    def untile(self, xp, gt):
+        """Inverse of :meth:`tiles` for gradients: zeros where the crop dropped."""
+        n, c, h, w = self.shape
+        (ho, wo), (kh, kw) = self.out, self.kernel
+        g = gt.reshape(n, c, ho * kh, wo * kw)  # (N, C, Ho, kh, Wo, kw) -> (N, C, Ho*kh, Wo*kw)
+        if (ho * kh, wo * kw) == (h, w):
+            return g
+        out = xp.zeros(self.shape, dtype=g.dtype)
+        out[:, :, :ho * kh, :wo * kw] = g
+        return out
+
+    def offset_slices(self, i, j):
+        """Where kernel offset (i, j) of every window lies in the padded buffer."""
+        (ho, wo), (sh, sw) = self.out, self.stride
+        return (slice(None), slice(None), slice(i, i + (ho - 1) * sh + 1, sh),
+                slice(j, j + (wo - 1) * sw + 1, sw))
+
+    def unpad(self, gbuf):
+        """Gradient on the padded buffer -> gradient on the input (a view)."""
+        _, _, h, w = self.shape
+        pt, _, pl, _ = self.pad
+        return gbuf[:, :, pt:pt + h, pl:pl + w]
+
+    def divisor(self, count_include_pad):
+        """(Ho, Wo) numbers of cells each average is divided by (host array)."""
+        out = []
+        for size, k, s, before, after, n in (
+                (self.shape[2], self.kernel[0], self.stride[0], self.pad[0], self.pad[1],
+                 self.out[0]),
+                (self.shape[3], self.kernel[1], self.stride[1], self.pad[2], self.pad[3],
+                 self.out[1])):
+            start = np.arange(n) * s - before
+            end = start + k
+            if count_include_pad:  # cells inside the padded input [-before, size + after)
+                cnt = np.minimum(end, size + after) - start
+            else:  # cells inside the input [0, size)
+                cnt = np.minimum(end, size) - np.maximum(start, 0)
+            out.append(cnt)
+        return out[0][:, None] * out[1][None, :]
+
+
+def _index_dtype(xp, k):
+    return xp.int8 if k <= 127 else xp.int16 if k <= 32767 else xp.int32
+
+
+class MaxPool2d(Function):
+    @staticmethod
+    def forward(ctx, x, geo):
+        xp = ctx.xp
+        kh, kw = geo.kernel
+        if geo.fast:
+            t = geo.tiles(x)  # (N, C, Ho, kh, Wo, kw)
+            at = lambda i, j: t[:, :, :, i, :, j]  # (N, C, Ho, Wo)
+        else:
+            win = geo.windows(xp, x, -xp.inf)  # (N, C, Ho, Wo, kh, kw)
+            at = lambda i, j: win[:, :, :, :, i, j]  # (N, C, Ho, Wo)
+        best = at(0, 0).copy()
+        idx = xp.zeros(best.shape, dtype=_index_dtype(xp, kh * kw)) \
+            if ctx.needs_input_grad[0] else None
+        for k in range(1, kh * kw):
+            v = at(*divmod(k, kw))
+            if idx is not None:
+                better = v > best  # strict: ties keep the earlier offset
+                # idx = where(better, k, idx), as integer arithmetic (much faster)
+                b = better.view(idx.dtype) if idx.dtype == xp.int8 else better.astype(idx.dtype)
+                idx += b * (k - idx)
+            xp.maximum(best, v, out=best)  # NaN propagates, like PyTorch
+        if idx is not None:
+            ctx.geo = geo
+            ctx.save_for_backward(idx)
+        return best
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        geo = ctx.geo
+        (idx,) = ctx.saved_tensors
+        kh, kw = geo.kernel
+        n, c = geo.shape[:2]
+        ho, wo = geo.out
+        # g * (idx == k) is much faster than where(idx == k, g, 0) but turns an
+        # infinite upstream gradient into NaN at the non-winners: fall back then.
+        finite = bool(xp.isfinite(g).all())
+
+        def routed(k, out=None):
+            if finite:
+                return xp.multiply(g, idx == k, out=out)
+            r = xp.where(idx == k, g, xp.zeros((), dtype=g.dtype))
+            if out is None:
+                return r
+            out[...] = r
+            return out
+
+        if geo.fast:
+            gt = xp.empty((n, c, ho, kh, wo, kw), dtype=g.dtype)
+            for k in range(kh * kw):
+                i, j = divmod(k, kw)
+                routed(k, out=gt[:, :, :, i, :, j])
+            return geo.untile(xp, gt), None
+        gbuf = xp.zeros((n, c) + geo.buf, dtype=g.dtype)
+        for k in range(kh * kw):
+            gbuf[geo.offset_slices(*divmod(k, kw))] += routed(k)
+        return geo.unpad(gbuf), None
+
+
+def _avg_forward(xp, x, geo, inv):
+    """Average pooling of ``x`` with the (Ho, Wo) reciprocal divisors ``inv``."""
+    kh, kw = geo.kernel
+    if geo.fast:
+        # (N, C, Ho, kh, Wo, kw) -> (N, C, Ho, Wo)
+        return geo.tiles(x).sum(axis=(3, 5)) * inv
+    win = geo.windows(xp, x, 0)  # (N, C, Ho, Wo, kh, kw)
+    acc = win[:, :, :, :, 0, 0].copy()
+    for k in range(1, kh * kw):
+        acc += win[:, :, :, :, k // kw, k % kw]
+    acc *= inv
+    return acc
+
+
+def _avg_backward(xp, g, geo, inv):
+    """The adjoint of :func:`_avg_forward`: (N, C, Ho, Wo) -> (N, C, H, W)."""
+    kh, kw = geo.kernel
+    n, c = geo.shape[:2]
+    ho, wo = geo.out
+    gs = g * inv
+    if geo.fast:
+        # (N, C, Ho, Wo) -> (N, C, Ho, 1, Wo, 1) -> (N, C, Ho, kh, Wo, kw)
+        gt = xp.broadcast_to(gs[:, :, :, None, :, None], (n, c, ho, kh, wo, kw))
+        return geo.untile(xp, xp.ascontiguousarray(gt))
+    gbuf = xp.zeros((n, c) + geo.buf, dtype=gs.dtype)
+    for k in range(kh * kw):
+        gbuf[geo.offset_slices(k // kw, k % kw)] += gs
+    return geo.unpad(gbuf)
+
+
+def _inverse_divisor(xp, geo, count_include_pad, dtype):
+    return xp.asarray(1.0 / geo.divisor(count_include_pad), dtype=dtype)
+
+
+class AvgPool2d(Function):
+    @staticmethod
+    def forward(ctx, x, geo, count_include_pad=True):
+        xp = ctx.xp
+        inv = _inverse_divisor(xp, geo, count_include_pad, x.dtype)  # (Ho, Wo)
+        ctx.geo = geo
+        ctx.inv = inv
+        return _avg_forward(xp, x, geo, inv)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _avg_backward(ctx.xp, g, ctx.geo, ctx.inv), None
+
+
+def _check_float(op, x):
+    dt = getattr(getattr(x, "data", x), "dtype", None)
+    if dt is not None and dt.kind != "f":
+        from ..errors import DTypeError
+
+        raise DTypeError(f"{op}: expected a floating-point input, got {describe(x)}; "
+                         "cast it first, e.g. x.astype('float32')")
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False):
+    """2-D max pooling over ``(N, C, H, W)``.
+
+    ``stride`` defaults to ``kernel_size``; ``padding`` is an int, ``(ph, pw)``
+    or ``(top, bottom, left, right)`` and acts as ``-inf``; ``ceil_mode=True``
+    rounds the output size up (Caffe), ``False`` down (MatConvNet, PyTorch).
+    Ties go to the first maximum in window order; the vjp routes each
+    gradient to that one position.
+
+    >>> y = ops.max_pool2d(x, 2)                      # (N, C, H//2, W//2)
+    >>> y = ops.max_pool2d(x, 3, 2, ceil_mode=True)   # Caffe's pool1 geometry
+    """
+    _check_float("max_pool2d", x)
+    geo = _Geometry("max_pool2d", getattr(x, "data", x), kernel_size, stride, padding,
+                    ceil_mode)
+    return MaxPool2d.apply(x, geo)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """2-D average pooling over ``(N, C, H, W)``.
+
+    ``count_include_pad=True`` divides by the window cells inside the padded
+    input (Caffe, PyTorch); ``False`` by the cells inside the input only
+    (MatConvNet). MatConvNet: ``ceil_mode=False, count_include_pad=False``;
+    Caffe: ``ceil_mode=True, count_include_pad=True`` (see the module notes).
+
+    >>> y = ops.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False)
+    """
+    _check_float("avg_pool2d", x)
+    geo = _Geometry("avg_pool2d", getattr(x, "data", x), kernel_size, stride, padding,
+                    ceil_mode)
+    return AvgPool2d.apply(x, geo, count_include_pad=bool(count_include_pad))
