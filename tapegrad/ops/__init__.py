@@ -7,20 +7,21 @@ the layer set: conv, pool, norm, loss, dropout, distance.
 
 from . import activation, conv, distance, dropout, elementwise, linalg, loss, norm, pool
 from . import reduction, shape
-from .activation import *  # noqa: F403
-from .conv import *  # noqa: F403
-from .distance import *  # noqa: F403
-from .dropout import *  # noqa: F403
-from .elementwise import *  # noqa: F403
-from .elementwise import Add, Div, Mul, Neg, Pow, Sub  # used by Tensor operators
-from .linalg import *  # noqa: F403
-from .loss import *  # noqa: F403
-from .norm import *  # noqa: F403
-from .pool import *  # noqa: F403
-from .reduction import *  # noqa: F403
-from .shape import *  # noqa: F403
 
+# bound before the star imports: ops.loss (the function) shadows the module name
 FAMILIES = (elementwise, activation, reduction, shape, linalg, conv, pool, norm, loss, dropout,
             distance)
-
 __all__ = [name for fam in FAMILIES for name in fam.__all__]
+
+from .activation import *  # noqa: E402, F403
+from .conv import *  # noqa: E402, F403
+from .distance import *  # noqa: E402, F403
+from .dropout import *  # noqa: E402, F403
+from .elementwise import *  # noqa: E402, F403
+from .elementwise import Add, Div, Mul, Neg, Pow, Sub  # noqa: E402  (Tensor operators)
+from .linalg import *  # noqa: E402, F403
+from .loss import *  # noqa: E402, F403
+from .norm import *  # noqa: E402, F403
+from .pool import *  # noqa: E402, F403
+from .reduction import *  # noqa: E402, F403
+from .shape import *  # noqa: E402, F403

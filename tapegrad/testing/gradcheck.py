@@ -30,7 +30,10 @@ def _as_inputs(inputs, device):
             dev = device or "cpu"
         if data.dtype.kind == "f":
             data = data.astype(np.float64)
-        out.append(Tensor(data, device=dev, requires_grad=requires))
+        t = Tensor(data, device=dev, requires_grad=requires)
+        # C order, so that perturbing data.reshape(-1) perturbs the tensor itself
+        t.data = t.device.xp.asarray(t.data, order="C")
+        out.append(t)
     return out
 
 
