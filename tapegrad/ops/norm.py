@@ -1,3 +1,371 @@
-"""(being written)"""
+"""Normalisation layers: batch norm, local response norm (across channels),
+MatConvNet's spatial norm (``vl_nnspnorm``) and norm-dependent offset
+(``vl_nnnoffset``). Each op's forward and closed-form vjp side by side.
 
-__all__: list[str] = []
+How the frameworks map onto these ops
+-------------------------------------
+**Batch norm.** ``y = weight * (x - mean) / sqrt(var + eps) + bias`` per
+channel, statistics over every axis but 1. In training the batch mean and the
+*biased* batch variance normalise, and the running statistics follow PyTorch:
+``running = (1 - momentum) * running + momentum * batch`` with the *unbiased*
+batch variance. In eval mode the running statistics normalise.
+
+* MatConvNet ``vl_nnbnorm(x, G, B, 'epsilon', e)``: ``weight=G``, ``bias=B``,
+  ``eps=e`` (MatConvNet's default is 1e-4, ours 1e-5). Its ``MOMENTS`` are
+  ``[mu, sigma]`` with ``sigma = sqrt(var + eps)`` of the *biased* variance;
+  in test mode (``'moments', M``) use ``running_mean=M(:,1)``,
+  ``running_var=M(:,2).^2 - eps``. cnn_train averages the moments with the
+  moments' learning rate ``lr`` as ``(1 - lr) * old + lr * batch``: that is
+  our ``momentum=lr``, except that it averages sigma rather than the unbiased
+  variance.
+* Caffe ``BatchNorm`` + ``Scale`` (``bias_term: true``): ``BatchNorm`` has no
+  affine part (``weight=bias=None``); the following ``Scale`` layer is
+  ``weight``/``bias``. ``use_global_stats`` is ``training=False``. Caffe stores
+  unnormalised sums ``blobs[0], blobs[1]`` and a factor ``blobs[2]``; the
+  running statistics are ``running_mean = blobs[0] / blobs[2]`` and
+  ``running_var = blobs[1] / blobs[2]`` (unbiased, as ours). Its
+  ``moving_average_fraction`` f (0.999) is a normalised weighted average that
+  tends to ``momentum = 1 - f``. ``eps`` defaults to 1e-5 in both.
+
+**Local response norm** (across channels, windows truncated at the first and
+last channel): ``y = x / (k + a * sum_{window} x^2) ** beta`` where the window
+of channel ``c`` is ``[c - (size-1)//2, c + size - 1 - (size-1)//2]``.
+
+* Caffe ``LRN`` (ACROSS_CHANNELS, ``local_size=n, alpha, beta, k``) and
+  PyTorch: ``a = alpha / size`` -- ``alpha_over_size=True`` (the default).
+* MatConvNet ``vl_nnnormalize(x, [N KAPPA ALPHA BETA])``:
+  ``local_response_norm(x, N, ALPHA, BETA, KAPPA, alpha_over_size=False)``
+  (``a = alpha``). Its window ``G(k) = [k - floor((N-1)/2), k + ceil((N-1)/2)]``
+  is ours; for odd sizes (Caffe only accepts odd ones) all three agree. For an
+  even size PyTorch centres the window one channel earlier than MatConvNet and
+  Caffe (``size//2`` before instead of ``(size-1)//2``).
+
+**Spatial norm** ``spnorm(x, [PH PW ALPHA BETA])`` is ``vl_nnspnorm``:
+``y = x / (1 + ALPHA * n2) ** BETA`` with ``n2`` the *average* of ``x^2`` over a
+``PH x PW`` neighbourhood (stride 1, padding ``floor((P-1)/2)`` before and the
+rest after, padding cells not counted -- MatConvNet's ``vl_nnpool 'avg'``).
+MatConvNet's help text says "sum of squares", but its code averages; so do we.
+
+**Norm offset** ``noffset(x, [P1 P2])`` is ``vl_nnnoffset``:
+``y = x - P1 * L ** P2`` with ``L = max(sum_c x^2, 1e-8)`` per pixel.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from ..errors import ArgumentError, DTypeError, ShapeError, describe
+from ..tape import Function
+from ..tensor import Tensor
+from .pool import _avg_backward, _avg_forward, _Geometry, _inverse_divisor
+
+__all__ = ["batch_norm", "local_response_norm", "spnorm", "noffset"]
+
+
+def _raw(t):
+    return t.data if isinstance(t, Tensor) else t
+
+
+def _check_float(op, x):
+    dt = getattr(_raw(x), "dtype", None)
+    if dt is None or dt.kind != "f":
+        raise DTypeError(f"{op}: expected a floating-point array or Tensor, got {describe(x)}")
+
+
+# ----------------------------------------------------------------- batch norm
+
+
+class BatchNorm(Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean=None, running_var=None, training=True,
+                momentum=0.1, eps=1e-5):
+        xp = ctx.xp
+        n, c = x.shape[:2]
+        x3 = x.reshape(n, c, -1)  # (N, C, *) -> (N, C, L)
+        m = n * x3.shape[2]
+        if training:
+            mean = x3.sum(axis=2).sum(axis=0) / m  # (C,), pairwise sums
+            xc = x3 - mean[:, None]  # two-pass variance: stable for tiny var
+            var = (xc * xc).sum(axis=2).sum(axis=0) / m  # (C,), biased
+            if running_mean is not None:
+                _ema(running_mean, mean, momentum)
+                _ema(running_var, var * (m / (m - 1)), momentum)  # unbiased
+        else:
+            mean = xp.asarray(running_mean.data, dtype=x.dtype)
+            var = xp.asarray(running_var.data, dtype=x.dtype)
+            xc = x3 - mean[:, None]
+        if weight is not None:
+            weight = weight.astype(x.dtype, copy=False)  # float32 stays float32
+        if bias is not None:
+            bias = bias.astype(x.dtype, copy=False)
+        invstd = 1 / xp.sqrt(var + eps)  # (C,)
+        xc *= invstd[:, None]  # x_hat, in place: (N, C, L)
+        xhat = xc
+        y = xhat * weight[:, None] if weight is not None else xhat.copy()
+        if bias is not None:
+            y += bias[:, None]
+        nx, nw, nb = ctx.needs_input_grad
+        ctx.training = training
+        ctx.shape = x.shape
+        ctx.save_for_backward(xhat if (nw or (nx and training)) else None, invstd,
+                              weight if nx else None)
+        return y.reshape(x.shape)  # (N, C, L) -> (N, C, *)
+
+    @staticmethod
+    def backward(ctx, g):
+        xhat, invstd, weight = ctx.saved_tensors
+        nx, nw, nb = ctx.needs_input_grad
+        n, c = ctx.shape[:2]
+        g3 = g.reshape(n, c, -1)  # (N, C, *) -> (N, C, L)
+        gb = g3.sum(axis=2).sum(axis=0) if (nb or (nx and ctx.training)) else None  # (C,)
+        gw = None
+        if xhat is not None:  # sum(g * x_hat) per channel, without a temporary
+            gw = ctx.xp.einsum("ncl,ncl->c", g3, xhat)  # (C,)
+        gx = None
+        if nx:
+            scale = invstd if weight is None else weight * invstd  # (C,)
+            if ctx.training:
+                # dx = scale * (g - sum(g)/m - x_hat * sum(g * x_hat)/m)
+                m = n * g3.shape[2]
+                gx = xhat * (gw / m)[:, None]
+                gx += (gb / m)[:, None]
+                ctx.xp.subtract(g3, gx, out=gx)
+                gx *= scale[:, None]
+            else:  # statistics are constants: just the affine map
+                gx = g3 * scale[:, None]
+            gx = gx.reshape(ctx.shape)  # (N, C, L) -> (N, C, *)
+        return gx, (gw if nw else None), (gb if nb else None)
+
+
+def _ema(t, value, momentum):
+    """running <- (1 - momentum) * running + momentum * value, in place, bumping
+    the tensor's version (no gradient flows through running statistics)."""
+    data = t.data
+    data[...] = data * (1 - momentum) + value.astype(data.dtype, copy=False) * momentum
+    t._version[0] += 1
+
+
+def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Batch normalisation of ``(N, C)`` or ``(N, C, H, W)`` (any ``(N, C, *)``).
+
+    Training: batch mean and biased variance normalise, and ``running_mean`` /
+    ``running_var`` (Tensors of shape ``(C,)``, or ``None``) are updated in
+    place, PyTorch-style (unbiased variance, ``new = (1-momentum)*old +
+    momentum*batch``). Eval (``training=False``): the running statistics
+    normalise. ``weight``/``bias`` (``(C,)`` or ``None``) are the affine part.
+    The vjp is the closed form ``dx = weight*invstd/m * (m*dy - sum(dy) -
+    x_hat*sum(dy*x_hat))``. MatConvNet and Caffe mappings: see the module notes.
+
+    >>> y = ops.batch_norm(x, rm, rv, gamma, beta, training=True)
+    """
+    op = "batch_norm"
+    _check_float(op, x)
+    xd = _raw(x)
+    if xd.ndim < 2:
+        raise ShapeError(f"{op}: expected input of shape (N, C) or (N, C, H, W), got "
+                         f"{describe(xd)}")
+    n, c = xd.shape[:2]
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(_raw(t).shape) != (c,):
+            raise ShapeError(f"{op}: {name} must have shape ({c},) for input {describe(xd)} "
+                             f"with {c} channels, got {describe(t)}")
+    if (running_mean is None) != (running_var is None):
+        raise ArgumentError(f"{op}: pass both running_mean and running_var, or neither")
+    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if t is None:
+            continue
+        if not isinstance(t, Tensor):
+            raise ArgumentError(f"{op}: {name} must be a Tensor (it is updated in place), "
+                                f"got {type(t).__name__}")
+        if tuple(t.shape) != (c,):
+            raise ShapeError(f"{op}: {name} must have shape ({c},) for input {describe(xd)} "
+                             f"with {c} channels, got {describe(t)}")
+    if not training and running_mean is None:
+        raise ArgumentError(f"{op}: eval mode (training=False) normalises with running_mean "
+                            "and running_var, but they are None; pass them, or use "
+                            "training=True for batch statistics")
+    if training and xd.size // c <= 1:
+        raise ShapeError(f"{op}: training needs more than one value per channel, got input "
+                         f"{describe(xd)}")
+    if not 0 <= momentum <= 1:
+        raise ArgumentError(f"{op}: momentum must be in [0, 1], got {momentum!r}")
+    if not eps > 0:
+        raise ArgumentError(f"{op}: eps must be positive, got {eps!r}")
+    return BatchNorm.apply(x, weight, bias, running_mean=running_mean, running_var=running_var,
+                           training=bool(training), momentum=float(momentum), eps=float(eps))
+
+
+# ------------------------------------------------------- local response norm
+
+
+def _channel_window_sum(xp, a, before, after):
+    """s[:, c] = sum of a[:, c-before .. c+after] (truncated at the edges), over axis 1."""
+    c = a.shape[1]
+    if before == after == 0:
+        return a.copy()
+    pad = [(0, 0)] * a.ndim
+    pad[1] = (before, after)
+    ap = xp.pad(a, pad)  # (N, C, ...) -> (N, before + C + after, ...)
+    s = ap[:, 0:c].copy()
+    for d in range(1, before + after + 1):  # a loop over window offsets only
+        s += ap[:, d:d + c]
+    return s
+
+
+class LocalResponseNorm(Function):
+    @staticmethod
+    def forward(ctx, x, size, alpha, beta, k):
+        xp = ctx.xp
+        lo = (size - 1) // 2
+        hi = size - 1 - lo
+        den = _channel_window_sum(xp, x * x, lo, hi)
+        den *= alpha
+        den += k  # k + a * sum x^2
+        scale = den ** (-beta)
+        ctx.params = (lo, hi, alpha, beta)
+        ctx.save_for_backward(x, den, scale)
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        x, den, scale = ctx.saved_tensors
+        lo, hi, alpha, beta = ctx.params
+        # dx_j = g_j scale_j - 2 a beta x_j sum_{c: j in window(c)} g_c x_c scale_c / den_c
+        # and j in window(c) <=> c in [j - hi, j + lo]: the mirrored window
+        t = g * x * scale / den
+        gx = _channel_window_sum(xp, t, hi, lo)
+        gx *= x * (-2 * alpha * beta)
+        gx += g * scale
+        return gx, None, None, None, None
+
+
+def local_response_norm(x, size, alpha=1e-4, beta=0.75, k=1.0, alpha_over_size=True):
+    """Local response normalisation across channels (axis 1) of ``(N, C, ...)``:
+    ``y = x / (k + a * sum_{window} x^2) ** beta``, ``a = alpha / size`` with
+    ``alpha_over_size=True`` (Caffe, PyTorch) or ``a = alpha`` with ``False``
+    (MatConvNet ``vl_nnnormalize``, ``PARAM = [N KAPPA ALPHA BETA]`` ->
+    ``size=N, k=KAPPA, alpha=ALPHA, beta=BETA``). The window of channel ``c``
+    is ``[c - (size-1)//2, c + size-1 - (size-1)//2]``, truncated at the edges.
+
+    >>> y = ops.local_response_norm(x, 5, 1e-4, 0.75, 1.0)                         # Caffe
+    >>> y = ops.local_response_norm(x, 5, 1e-4, 0.75, 2.0, alpha_over_size=False)  # MatConvNet
+    """
+    op = "local_response_norm"
+    _check_float(op, x)
+    xd = _raw(x)
+    if xd.ndim < 2:
+        raise ShapeError(f"{op}: expected input of shape (N, C, ...), got {describe(xd)}")
+    if not isinstance(size, numbers.Integral) or size < 1:
+        raise ArgumentError(f"{op}: size must be a positive int, got {size!r}")
+    if not k > 0 or alpha < 0:
+        raise ArgumentError(f"{op}: need k > 0 and alpha >= 0 (so the base stays positive), "
+                            f"got k={k!r}, alpha={alpha!r}")
+    a = alpha / size if alpha_over_size else alpha
+    return LocalResponseNorm.apply(x, int(size), float(a), float(beta), float(k))
+
+
+# ---------------------------------------------------------------- MatConvNet
+
+
+def _param(op, param, n, names):
+    try:
+        vals = [float(v) for v in param]
+    except TypeError:
+        vals = []
+    if len(vals) != n:
+        raise ArgumentError(f"{op}: param must be [{' '.join(names)}] ({n} numbers), got "
+                            f"{param!r}")
+    return vals
+
+
+class SpNorm(Function):
+    @staticmethod
+    def forward(ctx, x, geo, alpha, beta):
+        xp = ctx.xp
+        inv = _inverse_divisor(xp, geo, False, x.dtype)  # MatConvNet: padding not counted
+        f = _avg_forward(xp, x * x, geo, inv)  # n2: (N, C, H, W)
+        f *= alpha
+        f += 1
+        scale = f ** (-beta)
+        ctx.geo, ctx.inv, ctx.params = geo, inv, (alpha, beta)
+        ctx.save_for_backward(x, f, scale)
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        x, f, scale = ctx.saved_tensors
+        alpha, beta = ctx.params
+        # dx = f^-beta g - 2 alpha beta x avgpool^T(f^(-beta-1) g x)
+        t = _avg_backward(xp, g * x * scale / f, ctx.geo, ctx.inv)
+        gx = x * t
+        gx *= -2 * alpha * beta
+        gx += g * scale
+        return gx, None, None, None
+
+
+def spnorm(x, param):
+    """MatConvNet's ``vl_nnspnorm``: ``y = x / (1 + ALPHA * n2) ** BETA`` where
+    ``n2`` averages ``x^2`` over each ``PH x PW`` neighbourhood (same-size
+    output; padding ``floor((P-1)/2)`` before, the rest after, not counted).
+    ``param = [PH, PW, ALPHA, BETA]``; input ``(N, C, H, W)``.
+
+    >>> y = ops.spnorm(x, [3, 3, 1.0, 0.5])
+    """
+    op = "spnorm"
+    _check_float(op, x)
+    ph, pw, alpha, beta = _param(op, param, 4, ("PH", "PW", "ALPHA", "BETA"))
+    if ph != int(ph) or pw != int(pw) or ph < 1 or pw < 1:
+        raise ArgumentError(f"{op}: PH and PW must be positive integers, got {param!r}")
+    ph, pw = int(ph), int(pw)
+    if alpha < 0:
+        raise ArgumentError(f"{op}: ALPHA must be >= 0, got {param!r}")
+    xd = _raw(x)
+    if getattr(xd, "ndim", None) != 4:
+        raise ShapeError(f"{op}: expected input of shape (N, C, H, W), got {describe(xd)}")
+    top, left = (ph - 1) // 2, (pw - 1) // 2
+    pad = (top, ph - 1 - top, left, pw - 1 - left)
+    geo = _Geometry(op, xd, (ph, pw), 1, pad, False)
+    return SpNorm.apply(x, geo, alpha, beta)
+
+
+_NOFFSET_FLOOR = 1e-8
+
+
+class NOffset(Function):
+    @staticmethod
+    def forward(ctx, x, p1, p2):
+        xp = ctx.xp
+        s = (x * x).sum(axis=1, keepdims=True)  # (N, C, ...) -> (N, 1, ...)
+        L = xp.maximum(s, _NOFFSET_FLOOR)
+        ctx.params = (p1, p2)
+        ctx.save_for_backward(x, L, s > _NOFFSET_FLOOR)
+        return x - p1 * L ** p2
+
+    @staticmethod
+    def backward(ctx, g):
+        x, L, live = ctx.saved_tensors
+        p1, p2 = ctx.params
+        # dx_j = g_j - 2 p1 p2 x_j L^(p2-1) sum_c g_c   (0 where the floor is active)
+        coef = g.sum(axis=1, keepdims=True) * (L ** (p2 - 1)) * live  # (N, 1, ...)
+        coef *= -2 * p1 * p2
+        return g + x * coef, None, None
+
+
+def noffset(x, param):
+    """MatConvNet's ``vl_nnnoffset``: ``y = x - P1 * L ** P2`` with
+    ``L = max(sum_c x^2, 1e-8)`` per pixel (channels on axis 1),
+    ``param = [P1, P2]``. Where the floor is active the gradient through ``L``
+    is zero (MatConvNet's backward ignores the floor).
+
+    >>> y = ops.noffset(x, [1.0, 0.5])
+    """
+    op = "noffset"
+    _check_float(op, x)
+    p1, p2 = _param(op, param, 2, ("P1", "P2"))
+    xd = _raw(x)
+    if xd.ndim < 2:
+        raise ShapeError(f"{op}: expected input of shape (N, C, ...), got {describe(xd)}")
+    return NOffset.apply(x, p1, p2)

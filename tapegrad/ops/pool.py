@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentError, ShapeError, describe
+from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
+from ..tensor import Tensor
 from ._windows import out_size, padding4, pair, sliding_windows
 
 __all__ = ["max_pool2d", "avg_pool2d"]
@@ -240,12 +241,14 @@ class AvgPool2d(Function):
         return _avg_backward(ctx.xp, g, ctx.geo, ctx.inv), None
 
 
-def _check_float(op, x):
-    dt = getattr(getattr(x, "data", x), "dtype", None)
-    if dt is not None and dt.kind != "f":
-        from ..errors import DTypeError
+def _raw(x):
+    return x.data if isinstance(x, Tensor) else x
 
-        raise DTypeError(f"{op}: expected a floating-point input, got {describe(x)}; "
+
+def _check_float(op, x):
+    dt = getattr(_raw(x), "dtype", None)
+    if dt is None or dt.kind != "f":
+        raise DTypeError(f"{op}: expected a floating-point array or Tensor, got {describe(x)}; "
                          "cast it first, e.g. x.astype('float32')")
 
 
@@ -262,7 +265,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False):
     >>> y = ops.max_pool2d(x, 3, 2, ceil_mode=True)   # Caffe's pool1 geometry
     """
     _check_float("max_pool2d", x)
-    geo = _Geometry("max_pool2d", getattr(x, "data", x), kernel_size, stride, padding,
+    geo = _Geometry("max_pool2d", _raw(x), kernel_size, stride, padding,
                     ceil_mode)
     return MaxPool2d.apply(x, geo)
 
@@ -279,6 +282,6 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
     >>> y = ops.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False)
     """
     _check_float("avg_pool2d", x)
-    geo = _Geometry("avg_pool2d", getattr(x, "data", x), kernel_size, stride, padding,
+    geo = _Geometry("avg_pool2d", _raw(x), kernel_size, stride, padding,
                     ceil_mode)
     return AvgPool2d.apply(x, geo, count_include_pad=bool(count_include_pad))
