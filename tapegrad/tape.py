@@ -116,10 +116,9 @@ class Node:
     """
 
     __slots__ = ("__dict__", "__weakref__", "fn", "seq", "device", "xp", "needs_input_grad",
-                 "edges", "n_out")
+                 "edges", "n_out", "saved")
 
     # rarely set, so class-level defaults rather than per-entry stores
-    saved = ()
     saved_src = None  # where each saved array came from (see _track_saved)
     out_meta = None  # (shape, dtype) per output, for ops with several outputs
     released = False
@@ -131,6 +130,7 @@ class Node:
         self.device = device
         self.xp = device.backend
         self.needs_input_grad = needs
+        self.saved = ()
 
     @property
     def name(self) -> str:
@@ -240,14 +240,28 @@ class Function:
 
     @classmethod
     def _apply_unary(cls, x, consts, params):
-        """The common case, one tensor (plus constants), without the general loop."""
+        """The common case -- one tensor plus constants -- kept short: it is
+        most of a small model's per-op overhead."""
         data = x.data
         if not (x.requires_grad and _local.enabled):
             ctx = Node(cls, x.device, _NO_GRAD[len(consts)])
             return _unrecorded(cls, cls.forward(ctx, data, *consts, **params), ctx.device, x)
         ctx = Node(cls, x.device, _FIRST_GRAD[len(consts)])
         out = cls.forward(ctx, data, *consts, **params)
-        return _record(cls, ctx, [_edge(x, data)] + [None] * len(consts), out, (x, *consts))
+        node = x._node
+        edge = ((x, -1, data.shape, data.dtype) if node is None else
+                (node, x._out_nr, data.shape, data.dtype))
+        edges = [edge, None] if consts else [edge]
+        if type(out) is tuple or cls.view or out.dtype.kind not in "fc" or ctx.device is not \
+                x.device:
+            return _record(cls, ctx, edges, out, (x, *consts))
+        ctx.seq = next(_counter)
+        ctx.edges = edges
+        ctx.n_out = 1
+        t = _wrap(out, x.device, ctx, 0, True)
+        if ctx.saved:
+            _track_saved(ctx, (x, *consts), (t,))
+        return t
 
 
 _NO_GRAD = ((False,), (False, False))
