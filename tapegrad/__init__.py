@@ -8,12 +8,22 @@
 """
 
 from . import errors, ops
-from .creation import (arange, empty, from_numpy, full, ones, ones_like, rand, randint, randn,
-                       zeros, zeros_like)
+from .creation import (
+    arange,
+    empty,
+    from_numpy,
+    full,
+    ones,
+    ones_like,
+    rand,
+    randint,
+    randn,
+    zeros,
+    zeros_like,
+)
 from .device import Device, cupy_available, get_array_module, get_device
 from .random import manual_seed
-from .tape import (Function, backward, enable_grad, grad, is_grad_enabled, no_grad,
-                   set_grad_enabled)
+from .tape import Function, backward, enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, get_default_dtype, set_default_dtype, tensor
 
 __version__ = "0.1.0"

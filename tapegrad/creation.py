@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .device import get_device
+from .device import cpu, get_device
 from .random import get_generator
-from .device import cpu
 from .tensor import Tensor, _wrap, get_default_dtype
 
 __all__ = ["zeros", "ones", "full", "empty", "arange", "randn", "rand", "randint",

@@ -66,7 +66,7 @@ def _to_array(data, dtype, device: Device):
     return xp.array(data, dtype=dtype, copy=True)
 
 
-def tensor(data, dtype=None, device="cpu", requires_grad=False) -> "Tensor":
+def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     """Make a leaf Tensor (always a copy of ``data``).
 
     >>> x = tapegrad.tensor([[1.0, 2.0]], requires_grad=True)   # float32
@@ -141,7 +141,7 @@ class Tensor:
         return self.transpose()
 
     # ------------------------------------------------------------- autograd
-    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if not self.is_leaf:
             raise GraphError("requires_grad_: only leaf tensors can change requires_grad; "
                              "use .detach().requires_grad_() for a new leaf")
@@ -168,7 +168,7 @@ class Tensor:
         """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see tapegrad.backward)."""
         tape.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph)
 
-    def detach(self) -> "Tensor":
+    def detach(self) -> Tensor:
         """Same data (shared, no copy), cut from the tape."""
         t = _wrap(self.data, self.device, None, 0, False)
         t._version = self._version
@@ -178,7 +178,7 @@ class Tensor:
         self.grad = None
 
     # -------------------------------------------------------------- devices
-    def to(self, device=None, dtype=None) -> "Tensor":
+    def to(self, device=None, dtype=None) -> Tensor:
         """Copy to another device and/or dtype (differentiable); self if nothing changes."""
         dev = get_device(device) if device is not None else self.device
         out = self
@@ -190,10 +190,10 @@ class Tensor:
             out = ToDevice.apply(out, device=dev)
         return out
 
-    def cpu(self) -> "Tensor":
+    def cpu(self) -> Tensor:
         return self.to("cpu")
 
-    def cuda(self, index: int = 0) -> "Tensor":
+    def cuda(self, index: int = 0) -> Tensor:
         return self.to(f"cuda:{index}")
 
     def numpy(self) -> np.ndarray:

@@ -14,10 +14,10 @@ plain array formula, which is also what the GPU tests compare each kernel to.
 
 from __future__ import annotations
 
-from . import _import_cupy
 from ..errors import DeviceError
+from . import _import_cupy
 
-_registry: dict[str, "KernelSpec"] = {}
+_registry: dict[str, KernelSpec] = {}
 
 
 class KernelSpec:

@@ -5,8 +5,19 @@ Families: elementwise, activation, reduction, shape, linalg (the core), and
 the layer set: conv, pool, norm, loss, dropout, distance.
 """
 
-from . import activation, conv, distance, dropout, elementwise, linalg, loss, norm, pool
-from . import reduction, shape
+from . import (
+            activation,
+            conv,
+            distance,
+            dropout,
+            elementwise,
+            linalg,
+            loss,
+            norm,
+            pool,
+            reduction,
+            shape,
+)
 
 # bound before the star imports: ops.loss (the function) shadows the module name
 FAMILIES = (elementwise, activation, reduction, shape, linalg, conv, pool, norm, loss, dropout,

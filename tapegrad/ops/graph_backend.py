@@ -12,7 +12,6 @@ from ..tensor import Tensor, _wrap
 from . import activation, elementwise, linalg, reduction, shape
 
 
-
 class TensorBackend:
     graph = True
     name = "tapegrad"

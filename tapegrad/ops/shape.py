@@ -76,7 +76,8 @@ class GetItem(Function):
         try:
             return x[index]
         except IndexError as exc:
-            raise ShapeError(f"getitem: index {index!r} does not fit {describe(x)}: {exc}") from None
+            raise ShapeError(f"getitem: index {index!r} does not fit {describe(x)}: "
+                             f"{exc}") from None
 
     @staticmethod
     def backward(ctx, g):
@@ -207,7 +208,10 @@ def reshape(x, shape):
 
 
 def flatten(x, start_axis=0, end_axis=-1):
-    """Merge axes ``start_axis..end_axis`` into one (``flatten(x, 1)``: (N, C, H, W) -> (N, CHW))."""
+    """Merge axes ``start_axis..end_axis`` into one.
+
+    >>> ops.flatten(x, 1)      # (N, C, H, W) -> (N, C*H*W)
+    """
     shape = x.shape
     nd = len(shape)
     if nd == 0:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TapegradError
-from ..tape import grad as tape_grad
 from ..tape import enable_grad, no_grad
+from ..tape import grad as tape_grad
 from ..tensor import Tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "directional_gradcheck", "GradcheckError"]

@@ -6,7 +6,8 @@ from hypothesis import given
 
 import tapegrad as tg
 from tapegrad import ops
-from tapegrad.testing import gradcheck, strategies as st
+from tapegrad.testing import gradcheck
+from tapegrad.testing import strategies as st
 
 
 @pytest.mark.parametrize("op", [ops.relu, lambda x: ops.leaky_relu(x, 0.2), ops.sigmoid,

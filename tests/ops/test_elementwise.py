@@ -7,7 +7,8 @@ from hypothesis import strategies as hs
 
 import tapegrad as tg
 from tapegrad import ops
-from tapegrad.testing import gradcheck, strategies as st
+from tapegrad.testing import gradcheck
+from tapegrad.testing import strategies as st
 
 BINARY = {
     "add": (ops.add, np.add, {}),

@@ -6,7 +6,8 @@ from hypothesis import strategies as hs
 
 import tapegrad as tg
 from tapegrad import ops
-from tapegrad.testing import gradcheck, strategies as st
+from tapegrad.testing import gradcheck
+from tapegrad.testing import strategies as st
 
 
 @given(st.arrays(st.shapes(min_dims=1)), hs.data())

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 
 import tapegrad as tg
-from tapegrad.testing import (GradcheckError, directional_gradcheck, gradcheck, gradgradcheck,
-                              strategies as st)
+from tapegrad.testing import GradcheckError, directional_gradcheck, gradcheck, gradgradcheck
+from tapegrad.testing import strategies as st
 
 
 class WrongGrad(tg.Function):

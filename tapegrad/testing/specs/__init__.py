@@ -11,8 +11,8 @@ in ``tapegrad.ops.__all__`` has no spec and is not listed in
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
