@@ -7,6 +7,7 @@ or a Module to an attribute registers it; traversal, ``state_dict``,
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -63,10 +64,12 @@ class Module:
         params = self._registry("_parameters")
         buffers, modules = self.__dict__["_buffers"], self.__dict__["_modules"]
         if isinstance(value, Parameter):
-            self._forget(name)
+            if name not in params:  # replacing keeps the registration order
+                self._forget(name)
             params[name] = value
         elif isinstance(value, Module):
-            self._forget(name)
+            if name not in modules:
+                self._forget(name)
             modules[name] = value
         elif name in params:
             if value is not None:
@@ -341,6 +344,19 @@ class Module:
 
     def double(self):
         return self.to(dtype=np.float64)
+
+    def __deepcopy__(self, memo):
+        # Devices are interned singletons holding the array module, which
+        # cannot be copied: make every tensor's copy point at the same Device.
+        for t in list(self.parameters()) + list(self.buffers()):
+            memo.setdefault(id(t.device), t.device)
+            if t.grad is not None:
+                memo.setdefault(id(t.grad.device), t.grad.device)
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            new.__dict__[k] = copy.deepcopy(v, memo)
+        return new
 
     # ----------------------------------------------------------------- repr
     def extra_repr(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..device import device_of_array, get_device
 from ..errors import DTypeError
-from ..tensor import Tensor, _to_array, get_default_dtype
+from ..tensor import Tensor, _to_array, _wrap, get_default_dtype
 
 __all__ = ["Parameter", "move_array"]
 
@@ -43,8 +43,12 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
-    def __reduce_ex__(self, protocol):  # copy.deepcopy / copy.copy keep the class
-        return (_rebuild_parameter, (self.data.copy(), self.requires_grad, self.grad))
+    def __deepcopy__(self, memo):
+        p = _rebuild_parameter(self.data.copy(), self.requires_grad, None)
+        if self.grad is not None:
+            p.grad = _wrap(self.grad.data.copy(), self.grad.device, None, 0, False)
+        memo[id(self)] = p
+        return p
 
 
 def _rebuild_parameter(data, requires_grad, grad):
