@@ -1,3 +1,125 @@
-"""(being written)"""
+"""Distances: MatConvNet's ``vl_nnpdist``, forward and vjp side by side."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ArgumentError, DTypeError, ShapeError, describe
+from ..tape import Function
+from ..tensor import Tensor
+
+__all__ = ["pdist"]
+
+
+class PDist(Function):
+    """``y = (sum_c |x - x0|^p)^(1/p)`` over axis 1, keeping it (size 1)."""
+
+    @staticmethod
+    def forward(ctx, x, x0, p=2.0, no_root=False, epsilon=1e-6, aggregate=False, weights=None):
+        xp = ctx.xp
+        d = x - x0  # (N, C, *S): x0 broadcasts to x
+        if p == 1:
+            s = xp.abs(d).sum(axis=1, keepdims=True)  # (N, 1, *S)
+            y = s
+        elif p == 2:
+            s = (d * d).sum(axis=1, keepdims=True)
+            y = s if no_root else xp.sqrt(s)
+        else:
+            s = (xp.abs(d) ** p).sum(axis=1, keepdims=True)
+            y = s if no_root else s ** (1 / p)
+        if weights is not None:
+            y = y * weights
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            ctx.save_for_backward(d, s, weights)
+            ctx.opts = (p, no_root, epsilon)
+        if aggregate:
+            return xp.asarray(y.sum())
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        d, s, w = ctx.saved_tensors
+        p, no_root, eps = ctx.opts
+        xp = ctx.xp
+        if w is not None:
+            g = g * w  # (N, 1, *S), or a scalar times the weights when aggregated
+        # MatConvNet's derivatives; epsilon bounds what is divided by (or raised
+        # to a negative power) so the gradient stays finite where d -> 0
+        if p == 1:
+            gd = g * xp.sign(d)
+        elif no_root:
+            if p == 2:
+                gd = (g * 2) * d
+            elif p < 1:
+                gd = (g * p) * xp.maximum(xp.abs(d), eps) ** (p - 1) * xp.sign(d)
+            else:
+                gd = (g * p) * xp.abs(d) ** (p - 1) * xp.sign(d)
+        elif p == 2:
+            gd = g * xp.maximum(s, eps) ** -0.5 * d
+        elif p < 1:
+            gd = (g * s ** ((1 - p) / p)) * xp.maximum(xp.abs(d), eps) ** (p - 1) * xp.sign(d)
+        else:
+            gd = (g * xp.maximum(s, eps) ** ((1 - p) / p)) * xp.abs(d) ** (p - 1) * xp.sign(d)
+        # both in x's (broadcast) shape; the engine sums x0's back to its shape
+        return (gd if ctx.needs_input_grad[0] else None,
+                -gd if ctx.needs_input_grad[1] else None)
+
+
+def pdist(x, x0, p=2, no_root=False, epsilon=1e-6, aggregate=False, instance_weights=None):
+    """MatConvNet's ``vl_nnpdist``: the p-distance between ``x`` and ``x0`` along
+    the channel axis (axis 1 of NCHW), per position:
+
+    ``y[n, 0, h, w] = (sum_c |x[n, c, h, w] - x0[n, c, h, w]|^p)^(1/p)``
+
+    so ``y`` is ``(N, 1, H, W)`` (``(N, 1)`` for ``(N, C)`` inputs).
+    ``no_root=True`` drops the ``1/p`` power (``p=2``: squared L2 distance).
+    ``x0`` must broadcast to ``x``'s shape (e.g. ``(N, C, 1, 1)``: one target
+    vector per image, MatConvNet's ``1 x 1 x D x N``); both get gradients.
+    ``epsilon`` only affects the gradient: MatConvNet's lower bound on the
+    quantities divided by (``sum |d|^p`` for ``p >= 1`` with the root,
+    ``|d|`` for ``p < 1``), which keeps it finite where ``x == x0``.
+    ``instance_weights`` (broadcast to ``y``, or one per image as a length-N
+    vector; a constant) multiply ``y``; ``aggregate=True`` then sums
+    everything into one scalar. MatConvNet's ``H x W x C x N`` arrays are
+    ``.transpose(3, 2, 0, 1)`` of ours.
+
+    >>> ops.pdist(x, x0, p=2, no_root=True, aggregate=True)   # sum of squared L2
+    """
+    xt = x if isinstance(x, Tensor) else Tensor(x)
+    xd = xt.data
+    xp = xt.device.xp
+    if not isinstance(x0, Tensor):
+        x0 = xp.asarray(x0, dtype=xd.dtype)
+    if xd.dtype.kind != "f":
+        raise DTypeError(f"pdist: expected floating-point inputs, got {describe(xd)}")
+    if xd.ndim < 2:
+        raise ShapeError(f"pdist: expected x of shape (N, C) or (N, C, H, W), got "
+                         f"{describe(xd)}")
+    try:
+        fits = np.broadcast_shapes(xd.shape, x0.shape) == xd.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"pdist: x0 {describe(x0)} must broadcast to x's shape {describe(xd)} "
+                         "(same shape, or e.g. (N, C, 1, 1) for one target per image)")
+    p = float(p)
+    if not p > 0:
+        raise ArgumentError(f"pdist: p must be > 0, got {p!r}")
+    if not epsilon >= 0:
+        raise ArgumentError(f"pdist: epsilon must be >= 0, got {epsilon!r}")
+    w = None
+    if instance_weights is not None:
+        w = instance_weights.data if isinstance(instance_weights, Tensor) else instance_weights
+        w = xp.asarray(w, dtype=xd.dtype)
+        y_shape = xd.shape[:1] + (1,) + xd.shape[2:]
+        if w.ndim == 1 and w.shape[0] == xd.shape[0]:
+            w = w.reshape((-1,) + (1,) * (xd.ndim - 1))  # (N,) -> (N, 1, ..., 1)
+        try:
+            fits = np.broadcast_shapes(w.shape, y_shape) == y_shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ShapeError(f"pdist: instance_weights {describe(w)} must broadcast to the "
+                             f"output's shape {y_shape} for x {describe(xd)}")
+    return PDist.apply(xt, x0, p=p, no_root=bool(no_root), epsilon=float(epsilon),
+                       aggregate=bool(aggregate), weights=w)
