@@ -1,0 +1,265 @@
+"""Pooling: a direct-loop reference, hypothesis gradchecks over geometries,
+the Caffe and MatConvNet conventions on hand-computed cases, ties, errors."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as hst
+
+import tapegrad as tg
+from tapegrad import ops
+from tapegrad.errors import ArgumentError, DTypeError, ShapeError
+from tapegrad.testing import gradcheck
+from tapegrad.testing import strategies as st
+
+# ------------------------------------------------------------------ reference
+
+
+def _ref_size(size, k, s, before, after, ceil):
+    span = size + before + after - k
+    if ceil:
+        n = math.ceil(span / s) + 1
+        if (n - 1) * s >= size + before:
+            n -= 1
+        return n
+    return span // s + 1
+
+
+def ref_pool(x, k, s, pad, ceil, method, include_pad=True):
+    """Pooling by loops over every output pixel; also the (first) arg-max."""
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (pt, pb, pl, pr) = k, s, pad
+    ho = _ref_size(h, kh, sh, pt, pb, ceil)
+    wo = _ref_size(w, kw, sw, pl, pr, ceil)
+    out = np.zeros((n, c, ho, wo))
+    arg = np.zeros((n, c, ho, wo, 2), int)
+    for b in range(n):
+        for ch in range(c):
+            for i in range(ho):
+                for j in range(wo):
+                    r0, c0 = i * sh - pt, j * sw - pl
+                    r1, c1 = r0 + kh, c0 + kw
+                    best, where, total = -np.inf, None, 0.0
+                    for r in range(max(r0, 0), min(r1, h)):
+                        for q in range(max(c0, 0), min(c1, w)):
+                            v = x[b, ch, r, q]
+                            total += v
+                            if v > best:
+                                best, where = v, (r, q)
+                    if method == "max":
+                        out[b, ch, i, j] = best
+                        arg[b, ch, i, j] = where
+                    else:
+                        if include_pad:  # cells inside the padded input
+                            cnt = (min(r1, h + pb) - r0) * (min(c1, w + pr) - c0)
+                        else:
+                            cnt = (min(r1, h) - max(r0, 0)) * (min(c1, w) - max(c0, 0))
+                        out[b, ch, i, j] = total / cnt
+    return out, arg
+
+
+@hst.composite
+def geometries(draw):
+    kh, kw = draw(hst.integers(1, 5)), draw(hst.integers(1, 5))
+    sh, sw = draw(hst.integers(1, 3)), draw(hst.integers(1, 3))
+    pad = (draw(hst.integers(0, kh - 1)), draw(hst.integers(0, kh - 1)),
+           draw(hst.integers(0, kw - 1)), draw(hst.integers(0, kw - 1)))
+    h = draw(hst.integers(max(1, kh - pad[0] - pad[1]), kh + 3))
+    w = draw(hst.integers(max(1, kw - pad[2] - pad[3]), kw + 3))
+    n, c = draw(hst.integers(1, 2)), draw(hst.integers(1, 2))
+    ceil = draw(hst.booleans())
+    return (n, c, h, w), (kh, kw), (sh, sw), pad, ceil
+
+
+# ------------------------------------------------------------------ forward
+
+
+@given(geo=geometries(), data=hst.data())
+def test_max_pool_matches_loop_reference(geo, data):
+    shape, k, s, pad, ceil = geo
+    x = data.draw(st.arrays(shape))
+    y = ops.max_pool2d(tg.tensor(x), k, s, pad, ceil_mode=ceil)
+    ref, _ = ref_pool(x, k, s, pad, ceil, "max")
+    np.testing.assert_allclose(y.numpy(), ref)
+
+
+@given(geo=geometries(), include_pad=hst.booleans(), data=hst.data())
+def test_avg_pool_matches_loop_reference(geo, include_pad, data):
+    shape, k, s, pad, ceil = geo
+    x = data.draw(st.arrays(shape))
+    y = ops.avg_pool2d(tg.tensor(x), k, s, pad, ceil_mode=ceil, count_include_pad=include_pad)
+    ref, _ = ref_pool(x, k, s, pad, ceil, "avg", include_pad)
+    np.testing.assert_allclose(y.numpy(), ref, atol=1e-12)
+
+
+@given(geo=geometries(), data=hst.data())
+def test_max_pool_gradient_goes_to_the_argmax(geo, data):
+    shape, k, s, pad, ceil = geo
+    x = data.draw(st.arrays(shape))
+    xt = tg.tensor(x, requires_grad=True)
+    y = ops.max_pool2d(xt, k, s, pad, ceil_mode=ceil)
+    g = np.arange(1.0, y.data.size + 1).reshape(y.shape)
+    y.backward(tg.tensor(g))
+    _, arg = ref_pool(x, k, s, pad, ceil, "max")
+    expect = np.zeros_like(x)
+    for idx in np.ndindex(*g.shape):
+        r, q = arg[idx]
+        expect[idx[0], idx[1], r, q] += g[idx]
+    np.testing.assert_array_equal(xt.grad.numpy(), expect)
+
+
+# ----------------------------------------------------------------- gradients
+
+
+@given(geo=geometries(), data=hst.data())
+def test_max_pool_gradcheck(geo, data):
+    shape, k, s, pad, ceil = geo
+    x = data.draw(st.arrays(shape, distinct=True))  # no ties: differences are valid
+    gradcheck(lambda t: ops.max_pool2d(t, k, s, pad, ceil_mode=ceil), [x])
+
+
+@given(geo=geometries(), include_pad=hst.booleans(), data=hst.data())
+def test_avg_pool_gradcheck(geo, include_pad, data):
+    shape, k, s, pad, ceil = geo
+    x = data.draw(st.arrays(shape))
+    gradcheck(lambda t: ops.avg_pool2d(t, k, s, pad, ceil_mode=ceil,
+                                       count_include_pad=include_pad), [x])
+
+
+def test_fast_path_with_ragged_edge_gradcheck():
+    # stride == kernel, no padding, input not a multiple of the kernel (floor crop)
+    x = np.random.default_rng(0).permutation(2 * 7 * 5).reshape(1, 2, 7, 5) * 0.1
+    gradcheck(lambda t: ops.max_pool2d(t, 2), [x])
+    gradcheck(lambda t: ops.avg_pool2d(t, (3, 2)), [x])
+    # ceil mode with the same geometry takes the general path
+    gradcheck(lambda t: ops.max_pool2d(t, 2, ceil_mode=True), [x])
+
+
+# ---------------------------------------------------------------------- ties
+
+
+def test_ties_pick_the_first_in_window_order_deterministically():
+    x = tg.tensor(np.ones((1, 1, 4, 4)), requires_grad=True)
+    for _ in range(2):
+        x.grad = None
+        ops.max_pool2d(x, 2).sum().backward()
+        expect = np.zeros((4, 4))
+        expect[::2, ::2] = 1  # top-left of each 2x2 window
+        np.testing.assert_array_equal(x.grad.numpy()[0, 0], expect)
+    # overlapping windows, general path: each window's first cell, summed
+    x.grad = None
+    ops.max_pool2d(x, 3, 1).sum().backward()
+    expect = np.zeros((4, 4))
+    expect[:2, :2] = 1
+    np.testing.assert_array_equal(x.grad.numpy()[0, 0], expect)
+
+
+def test_max_pool_saves_small_indices_not_the_input():
+    x = tg.tensor(np.random.rand(2, 3, 6, 6).astype(np.float32), requires_grad=True)
+    for y in (ops.max_pool2d(x, 2), ops.max_pool2d(x, 3, 2, 1)):
+        saved = y.grad_fn.saved
+        assert len(saved) == 1 and saved[0].dtype == np.int8
+        assert saved[0] is not x.data
+
+
+def test_float32_stays_float32():
+    x = tg.tensor(np.random.rand(2, 3, 5, 5).astype(np.float32), requires_grad=True)
+    for y in (ops.max_pool2d(x, 2), ops.avg_pool2d(x, 3, 2, 1, ceil_mode=True)):
+        assert y.dtype == np.float32
+        x.grad = None
+        y.sum().backward()
+        assert x.grad.dtype == np.float32
+
+
+def test_raw_array_input():
+    x = np.arange(16.0).reshape(1, 1, 4, 4)
+    np.testing.assert_array_equal(ops.max_pool2d(x, 2).numpy()[0, 0], [[5, 7], [13, 15]])
+
+
+# ----------------------------------------------------- framework conventions
+
+
+def test_caffe_ceil_rounding_hand_computed():
+    x = tg.tensor(np.arange(16.0).reshape(1, 1, 4, 4))
+    # Caffe: ceil((4 - 3) / 2) + 1 = 2 windows per axis; floor gives 1
+    assert ops.max_pool2d(x, 3, 2).shape == (1, 1, 1, 1)
+    y = ops.max_pool2d(x, 3, 2, ceil_mode=True)
+    np.testing.assert_array_equal(y.numpy()[0, 0], [[10, 11], [14, 15]])
+    # AVE at the ragged edge (no padding): divided by the cells inside the input
+    y = ops.avg_pool2d(x, 3, 2, ceil_mode=True, count_include_pad=True)
+    np.testing.assert_allclose(y.numpy()[0, 0], [[5, 39 / 6], [66 / 6, 12.5]])
+
+
+def test_caffe_average_counts_padding_but_not_the_overhang():
+    # 4x4 ones, kernel 3, stride 2, pad 1, ceil: windows start at -1, 1, 3;
+    # the last one covers rows 3, 4 (padding), 5 (overhang): divisor 2 per axis
+    x = tg.tensor(np.ones((1, 1, 4, 4)))
+    y = ops.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=True)
+    per_axis = np.array([2 / 3, 1.0, 1 / 2])
+    np.testing.assert_allclose(y.numpy()[0, 0], np.outer(per_axis, per_axis))
+    # MatConvNet: floor rounding, padding excluded -> an average of ones is one
+    y = ops.avg_pool2d(x, 3, 2, 1, ceil_mode=False, count_include_pad=False)
+    assert y.shape == (1, 1, 2, 2)
+    np.testing.assert_allclose(y.numpy(), 1.0)
+
+
+def test_matconvnet_asymmetric_padding_hand_computed():
+    x = tg.tensor(np.array([[[[1.0, 2, 3], [4, 5, 6]]]]))
+    pad = (0, 1, 1, 0)  # top, bottom, left, right
+    y = ops.avg_pool2d(x, 2, 1, pad, count_include_pad=False)
+    np.testing.assert_allclose(y.numpy()[0, 0], [[2.5, 3, 4], [4, 4.5, 5.5]])
+    y = ops.avg_pool2d(x, 2, 1, pad, count_include_pad=True)
+    np.testing.assert_allclose(y.numpy()[0, 0], [[1.25, 3, 4], [1, 2.25, 2.75]])
+    y = ops.max_pool2d(x, 2, 1, pad)  # padding is -inf
+    np.testing.assert_array_equal(y.numpy()[0, 0], [[4, 5, 6], [4, 5, 6]])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_against_torch(seed):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(seed)
+    for _ in range(10):
+        k = tuple(int(v) for v in rng.integers(1, 5, 2))
+        s = tuple(int(v) for v in rng.integers(1, 4, 2))
+        p = tuple(int(rng.integers(0, kk // 2 + 1)) for kk in k)
+        h, w = (int(v) for v in rng.integers(max(k), 9, 2))
+        ceil, cip = bool(rng.integers(2)), bool(rng.integers(2))
+        x = rng.standard_normal((2, 3, h, w))
+        for method in ("max", "avg"):
+            a = tg.tensor(x, requires_grad=True)
+            b = torch.tensor(x, requires_grad=True)
+            if method == "max":
+                ya = ops.max_pool2d(a, k, s, p, ceil)
+                yb = F.max_pool2d(b, k, s, p, ceil_mode=ceil)
+            else:
+                ya = ops.avg_pool2d(a, k, s, p, ceil, cip)
+                yb = F.avg_pool2d(b, k, s, p, ceil_mode=ceil, count_include_pad=cip)
+            np.testing.assert_allclose(ya.numpy(), yb.detach().numpy(), atol=1e-12)
+            g = rng.standard_normal(ya.shape)
+            ya.backward(tg.tensor(g))
+            yb.backward(torch.tensor(g))
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=1e-12)
+
+
+# -------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("pool", [ops.max_pool2d, ops.avg_pool2d])
+def test_errors_name_the_op_and_shapes(pool):
+    name = pool.__name__
+    x = tg.tensor(np.zeros((1, 2, 3, 3)))
+    with pytest.raises(ShapeError, match=rf"{name}.*kernel covers 5.*padded input is only 4"):
+        pool(x, 5, 1, (0, 1, 0, 0))
+    with pytest.raises(ShapeError, match=rf"{name}.*\(N, C, H, W\).*\(2, 3, 3\)"):
+        pool(tg.tensor(np.zeros((2, 3, 3))), 2)
+    with pytest.raises(ArgumentError, match=rf"{name}.*padding.*smaller than the kernel"):
+        pool(x, 2, 1, 2)
+    with pytest.raises(ArgumentError, match=rf"{name}.*stride must be >= 1"):
+        pool(x, 2, 0)
+    with pytest.raises(ArgumentError, match=rf"{name}.*kernel_size"):
+        pool(x, (2, 2, 2))
+    with pytest.raises(DTypeError, match=rf"{name}.*int64"):
+        pool(tg.tensor(np.zeros((1, 1, 4, 4), np.int64)), 2)
