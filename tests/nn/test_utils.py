@@ -1,0 +1,67 @@
+"""clip_grad_norm_ / clip_grad_value_ against the closed form (and torch)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn
+from tapegrad.nn.utils import clip_grad_norm_, clip_grad_value_
+
+
+def _params_with_grads(scale=1.0):
+    rng = np.random.default_rng(0)
+    ps = [nn.Parameter(tg.zeros(3, 4)), nn.Parameter(tg.zeros(5)), nn.Parameter(tg.zeros(2))]
+    for p in ps:
+        p.grad = tg.tensor(rng.standard_normal(p.shape).astype(np.float32) * scale)
+    ps[2].grad = None  # parameters without a gradient are skipped
+    return ps
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, math.inf])
+def test_clip_grad_norm_closed_form(norm_type):
+    ps = _params_with_grads(10.0)
+    flat = np.concatenate([p.grad.numpy().ravel() for p in ps if p.grad is not None])
+    want = np.abs(flat).max() if math.isinf(norm_type) else \
+        (np.abs(flat.astype(np.float64)) ** norm_type).sum() ** (1 / norm_type)
+    total = clip_grad_norm_(ps, max_norm=1.5, norm_type=norm_type)
+    assert isinstance(total, tg.Tensor) and total.shape == ()
+    assert float(total) == pytest.approx(want, rel=1e-5)
+    after = np.concatenate([p.grad.numpy().ravel() for p in ps if p.grad is not None])
+    np.testing.assert_allclose(after, flat * 1.5 / (want + 1e-6), rtol=1e-5)
+
+
+def test_clip_grad_norm_leaves_small_gradients():
+    ps = _params_with_grads(0.01)
+    before = [p.grad.numpy() for p in ps if p.grad is not None]
+    total = clip_grad_norm_(ps, max_norm=100.0)
+    assert float(total) < 100
+    for b, p in zip(before, ps):
+        np.testing.assert_array_equal(p.grad.numpy(), b)
+    assert float(clip_grad_norm_([nn.Parameter(tg.zeros(2))], 1.0)) == 0.0
+
+
+def test_clip_grad_norm_matches_torch():
+    torch = pytest.importorskip("torch")
+    ps = _params_with_grads(5.0)
+    tps = []
+    for p in ps:
+        t = torch.zeros(p.shape, requires_grad=True)
+        if p.grad is not None:
+            t.grad = torch.from_numpy(p.grad.numpy())
+        tps.append(t)
+    ours = clip_grad_norm_(ps, 2.0)
+    theirs = torch.nn.utils.clip_grad_norm_(tps, 2.0)
+    assert float(ours) == pytest.approx(float(theirs), rel=1e-6)
+    for p, t in zip(ps, tps):
+        if p.grad is not None:
+            np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+
+
+def test_clip_grad_value():
+    ps = _params_with_grads(10.0)
+    clip_grad_value_(ps, 0.5)
+    for p in ps:
+        if p.grad is not None:
+            assert np.abs(p.grad.numpy()).max() <= 0.5
