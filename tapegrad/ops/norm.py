@@ -84,9 +84,14 @@ class BatchNorm(Function):
         x3 = x.reshape(n, c, -1)  # (N, C, *) -> (N, C, L)
         m = n * x3.shape[2]
         if training:
-            mean = x3.sum(axis=2).sum(axis=0) / m  # (C,), pairwise sums
-            xc = x3 - mean[:, None]  # two-pass variance: stable for tiny var
-            var = (xc * xc).sum(axis=2).sum(axis=0) / m  # (C,), biased
+            # shifted by one sample of each channel, so that a large mean with a
+            # tiny spread loses no digits in the float32 sums
+            shift = x3[0, :, :1]  # (C, 1)
+            xc = x3 - shift
+            mean_s = xc.sum(axis=2).sum(axis=0) / m  # (C,), pairwise sums
+            xc -= mean_s[:, None]  # two-pass variance: stable for tiny var
+            mean = mean_s + shift[:, 0]
+            var = xp.einsum("ncl,ncl->c", xc, xc) / m  # (C,), biased; no temporary
             if running_mean is not None:
                 _ema(running_mean, mean, momentum)
                 _ema(running_var, var * (m / (m - 1)), momentum)  # unbiased

@@ -1,0 +1,329 @@
+"""Normalisation: batch norm (training/eval, running statistics, stability),
+LRN in both conventions, MatConvNet's spnorm and noffset; references are
+direct loops or closed forms; errors."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as hst
+
+import tapegrad as tg
+from tapegrad import ops
+from tapegrad.errors import ArgumentError, DTypeError, ShapeError
+from tapegrad.testing import gradcheck
+from tapegrad.testing import strategies as st
+
+# ----------------------------------------------------------------- batch norm
+
+bn_shapes = hst.sampled_from([(3, 2), (4, 3), (2, 2, 2, 3), (1, 3, 2, 2), (3, 1, 1, 2)])
+
+
+def _stats(c, rng=None):
+    rng = rng or np.random.default_rng(0)
+    return tg.tensor(rng.normal(size=c)), tg.tensor(rng.uniform(0.5, 2, c))
+
+
+@given(shape=bn_shapes, training=hst.booleans(), affine=hst.booleans(), data=hst.data())
+def test_batch_norm_gradcheck(shape, training, affine, data):
+    x = data.draw(st.arrays(shape, low=-3, high=3, distinct=True))
+    c = shape[1]
+    rm0, rv0 = _stats(c)
+    inputs = [x] + ([np.linspace(0.5, 1.5, c), np.linspace(-1, 1, c)] if affine else [])
+
+    def fn(x, *wb):
+        rm, rv = tg.tensor(rm0.numpy().copy()), tg.tensor(rv0.numpy().copy())
+        return ops.batch_norm(x, rm, rv, *wb, training=training)
+
+    gradcheck(fn, inputs)
+
+
+def _reference_bn(x, rm, rv, w, b, training, momentum, eps):
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    if training:
+        mean, var = x.mean(axis=axes), x.var(axis=axes)
+        m = x.size // x.shape[1]
+        new_rm = (1 - momentum) * rm + momentum * mean
+        new_rv = (1 - momentum) * rv + momentum * var * m / (m - 1)
+    else:
+        mean, var, new_rm, new_rv = rm, rv, rm, rv
+    y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
+    return y * w.reshape(shape) + b.reshape(shape), new_rm, new_rv
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (4, 3, 2, 5)])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_forward_and_running_statistics(shape, training):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=shape) * 2 + 3
+    c = shape[1]
+    w, b = rng.normal(size=c), rng.normal(size=c)
+    rm, rv = _stats(c, rng)
+    rm0, rv0 = rm.numpy().copy(), rv.numpy().copy()
+    v0 = (rm.version, rv.version)
+    y = ops.batch_norm(tg.tensor(x), rm, rv, tg.tensor(w), tg.tensor(b), training=training,
+                       momentum=0.3, eps=1e-3)
+    ref, new_rm, new_rv = _reference_bn(x, rm0, rv0, w, b, training, 0.3, 1e-3)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(rm.numpy(), new_rm, rtol=1e-12)
+    np.testing.assert_allclose(rv.numpy(), new_rv, rtol=1e-12)
+    bump = 1 if training else 0
+    assert (rm.version, rv.version) == (v0[0] + bump, v0[1] + bump)
+
+
+def test_batch_norm_eval_backward_is_the_affine_map():
+    rng = np.random.default_rng(2)
+    x = tg.tensor(rng.normal(size=(4, 3, 2, 2)), requires_grad=True)
+    w = tg.tensor(rng.normal(size=3), requires_grad=True)
+    b = tg.tensor(rng.normal(size=3), requires_grad=True)
+    rm, rv = _stats(3, rng)
+    y = ops.batch_norm(x, rm, rv, w, b, training=False)
+    g = rng.normal(size=y.shape)
+    y.backward(tg.tensor(g))
+    inv = 1 / np.sqrt(rv.numpy() + 1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), g * (w.numpy() * inv)[None, :, None, None])
+    xhat = (x.numpy() - rm.numpy()[None, :, None, None]) * inv[None, :, None, None]
+    np.testing.assert_allclose(w.grad.numpy(), (g * xhat).sum(axis=(0, 2, 3)))
+    np.testing.assert_allclose(b.grad.numpy(), g.sum(axis=(0, 2, 3)))
+
+
+def test_batch_norm_running_stats_get_no_gradient_and_none_is_allowed():
+    x = tg.tensor(np.random.default_rng(3).normal(size=(6, 2)), requires_grad=True)
+    rm, rv = tg.zeros(2, dtype="float64"), tg.ones(2, dtype="float64")
+    ops.batch_norm(x, rm, rv, training=True).sum().backward()
+    assert rm.grad is None and rv.grad is None and not rm.requires_grad
+    y = ops.batch_norm(x, None, None, training=True)  # batch statistics only
+    np.testing.assert_allclose(y.numpy().mean(axis=0), 0, atol=1e-12)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_float32_stays_float32(training):
+    x = tg.tensor(np.random.rand(4, 3, 2, 2).astype(np.float32), requires_grad=True)
+    w = tg.tensor(np.ones(3, np.float32), requires_grad=True)
+    b = tg.tensor(np.zeros(3, np.float32), requires_grad=True)
+    rm, rv = tg.zeros(3, dtype="float32"), tg.ones(3, dtype="float32")
+    y = ops.batch_norm(x, rm, rv, w, b, training=training)
+    assert y.dtype == np.float32
+    y.sum().backward()
+    assert x.grad.dtype == w.grad.dtype == b.grad.dtype == np.float32
+
+
+def test_batch_norm_tiny_variance_is_stable():
+    rng = np.random.default_rng(4)
+    # a large mean and a variance far below eps, in float32
+    x64 = 1000.0 + 1e-4 * rng.normal(size=(8, 3, 4, 4))
+    x = tg.tensor(x64.astype(np.float32), requires_grad=True)
+    w = tg.tensor(np.full(3, 2.0, np.float32), requires_grad=True)
+    rm, rv = tg.zeros(3, dtype="float32"), tg.ones(3, dtype="float32")
+    y = ops.batch_norm(x, rm, rv, w, None, training=True)
+    g = rng.normal(size=y.shape).astype(np.float32)
+    y.backward(tg.tensor(g))
+    xd = x.numpy().astype(np.float64)  # the float32 values, in float64
+    ref, _, new_rv = _reference_bn(xd, np.zeros(3), np.ones(3), np.full(3, 2.0), np.zeros(3),
+                                   True, 0.1, 1e-5)
+    assert np.all(np.isfinite(y.numpy())) and np.all(np.isfinite(x.grad.numpy()))
+    np.testing.assert_allclose(y.numpy(), ref, atol=2e-4)
+    assert np.all(rv.numpy() >= 0.9 * 0.999)
+    # a constant channel: output is the bias, the gradient finite
+    xc = tg.tensor(np.full((4, 2, 3, 3), 7.0, np.float32), requires_grad=True)
+    yc = ops.batch_norm(xc, None, None, None, tg.tensor(np.array([0.5, -1], np.float32)),
+                        training=True)
+    np.testing.assert_allclose(yc.numpy()[:, 0], 0.5)
+    yc.backward(tg.tensor(rng.normal(size=yc.shape).astype(np.float32)))
+    assert np.all(np.isfinite(xc.grad.numpy()))
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (5, 3, 4, 3)])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_against_torch(shape, training, affine):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=shape) * 3 + 1
+    c = shape[1]
+    w, b = rng.normal(size=c), rng.normal(size=c)
+    rm, rv = _stats(c, rng)
+    rmt, rvt = torch.tensor(rm.numpy().copy()), torch.tensor(rv.numpy().copy())
+    xa = tg.tensor(x, requires_grad=True)
+    xb = torch.tensor(x, requires_grad=True)
+    wa = [tg.tensor(w, requires_grad=True), tg.tensor(b, requires_grad=True)] if affine else []
+    wb = [torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)] \
+        if affine else [None, None]
+    ya = ops.batch_norm(xa, rm, rv, *wa, training=training, momentum=0.2)
+    yb = torch.nn.functional.batch_norm(xb, rmt, rvt, *wb, training=training, momentum=0.2)
+    g = rng.normal(size=shape)
+    ya.backward(tg.tensor(g))
+    yb.backward(torch.tensor(g))
+    np.testing.assert_allclose(ya.numpy(), yb.detach().numpy(), atol=1e-10)
+    np.testing.assert_allclose(rm.numpy(), rmt.numpy(), atol=1e-12)
+    np.testing.assert_allclose(rv.numpy(), rvt.numpy(), atol=1e-12)
+    np.testing.assert_allclose(xa.grad.numpy(), xb.grad.numpy(), atol=1e-10)
+    for a, bt in zip(wa, wb):
+        np.testing.assert_allclose(a.grad.numpy(), bt.grad.numpy(), atol=1e-10)
+
+
+def test_batch_norm_errors():
+    x = tg.tensor(np.zeros((4, 3, 2, 2)))
+    rm, rv = tg.zeros(3), tg.ones(3)
+    with pytest.raises(ShapeError, match=r"batch_norm: weight must have shape \(3,\).*"
+                                         r"\(4, 3, 2, 2\).*\(2,\)"):
+        ops.batch_norm(x, rm, rv, tg.ones(2), None, training=True)
+    with pytest.raises(ShapeError, match=r"batch_norm: bias must have shape \(3,\)"):
+        ops.batch_norm(x, rm, rv, None, tg.ones(4), training=True)
+    with pytest.raises(ShapeError, match=r"batch_norm: running_var must have shape \(3,\).*"
+                                         r"\(3, 1\)"):
+        ops.batch_norm(x, rm, tg.ones((3, 1)), training=True)
+    with pytest.raises(ArgumentError, match="batch_norm: running_mean must be a Tensor"):
+        ops.batch_norm(x, np.zeros(3), rv, training=True)
+    with pytest.raises(ArgumentError, match="batch_norm: pass both"):
+        ops.batch_norm(x, rm, None, training=True)
+    with pytest.raises(ArgumentError, match="batch_norm: eval mode"):
+        ops.batch_norm(x, None, None, training=False)
+    with pytest.raises(ShapeError, match=r"batch_norm: .*more than one value per channel.*"
+                                         r"\(1, 3\)"):
+        ops.batch_norm(tg.tensor(np.zeros((1, 3))), rm, rv, training=True)
+    with pytest.raises(ShapeError, match=r"batch_norm: expected input.*\(3,\)"):
+        ops.batch_norm(tg.tensor(np.zeros(3)), rm, rv, training=True)
+    with pytest.raises(ArgumentError, match="batch_norm: momentum"):
+        ops.batch_norm(x, rm, rv, training=True, momentum=1.5)
+    with pytest.raises(DTypeError, match="batch_norm"):
+        ops.batch_norm(tg.tensor(np.zeros((4, 3), np.int64)), rm, rv, training=True)
+
+
+# -------------------------------------------------------- local response norm
+
+
+def ref_lrn(x, size, alpha, beta, k, over_size):
+    """Per-channel loops with the MatConvNet/Caffe window, truncated at the edges."""
+    c = x.shape[1]
+    lo = (size - 1) // 2
+    hi = size - 1 - lo
+    a = alpha / size if over_size else alpha
+    y = np.empty_like(x)
+    for ch in range(c):
+        s = sum(x[:, q] ** 2 for q in range(max(0, ch - lo), min(c, ch + hi + 1)))
+        y[:, ch] = x[:, ch] / (k + a * s) ** beta
+    return y
+
+
+@given(size=hst.integers(1, 6), c=hst.integers(1, 6), over=hst.booleans(), data=hst.data())
+def test_lrn_matches_loop_reference_and_gradchecks(size, c, over, data):
+    x = data.draw(st.arrays((2, c, 2, 2)))
+    alpha, beta, k = 0.7, 0.75, 1.5
+    y = ops.local_response_norm(tg.tensor(x), size, alpha, beta, k, alpha_over_size=over)
+    np.testing.assert_allclose(y.numpy(), ref_lrn(x, size, alpha, beta, k, over), rtol=1e-12)
+    gradcheck(lambda t: ops.local_response_norm(t, size, alpha, beta, k,
+                                                alpha_over_size=over), [x])
+
+
+def test_lrn_conventions_hand_computed():
+    # one pixel, channels [1, 2, 3], size 3: window sums of squares [5, 14, 13]
+    x = tg.tensor(np.array([1.0, 2, 3]).reshape(1, 3, 1, 1))
+    s = np.array([5.0, 14, 13])
+    caffe = ops.local_response_norm(x, 3, alpha=0.3, beta=0.5, k=1.0)
+    np.testing.assert_allclose(caffe.numpy().ravel(), [1, 2, 3] / np.sqrt(1 + 0.1 * s))
+    mcn = ops.local_response_norm(x, 3, alpha=0.3, beta=0.5, k=2.0, alpha_over_size=False)
+    np.testing.assert_allclose(mcn.numpy().ravel(), [1, 2, 3] / np.sqrt(2 + 0.3 * s))
+    # MatConvNet's even window: floor((4-1)/2) = 1 channel before, 2 after
+    even = ops.local_response_norm(x, 4, alpha=1.0, beta=1.0, k=0.5, alpha_over_size=False)
+    np.testing.assert_allclose(even.numpy().ravel(), [1, 2, 3] / (0.5 + np.array([14, 14, 13])))
+
+
+@pytest.mark.parametrize("size", [1, 3, 5])
+def test_lrn_against_torch_caffe_convention(size):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(2, 7, 3, 3))
+    a = tg.tensor(x, requires_grad=True)
+    b = torch.tensor(x, requires_grad=True)
+    ya = ops.local_response_norm(a, size, 0.5, 0.75, 2.0)
+    yb = torch.nn.functional.local_response_norm(b, size, 0.5, 0.75, 2.0)
+    np.testing.assert_allclose(ya.numpy(), yb.detach().numpy(), rtol=1e-10)
+    g = rng.normal(size=x.shape)
+    ya.backward(tg.tensor(g))
+    yb.backward(torch.tensor(g))
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-8, atol=1e-12)
+
+
+def test_lrn_float32_and_errors():
+    x = tg.tensor(np.random.rand(2, 4, 3, 3).astype(np.float32), requires_grad=True)
+    y = ops.local_response_norm(x, 3)
+    y.sum().backward()
+    assert y.dtype == x.grad.dtype == np.float32
+    with pytest.raises(ArgumentError, match="local_response_norm: size"):
+        ops.local_response_norm(x, 0)
+    with pytest.raises(ArgumentError, match="local_response_norm: need k > 0"):
+        ops.local_response_norm(x, 3, k=0.0)
+    with pytest.raises(ShapeError, match=r"local_response_norm: .*\(4,\)"):
+        ops.local_response_norm(tg.tensor(np.zeros(4)), 3)
+
+
+# ---------------------------------------------------------------- spnorm
+
+
+def ref_spnorm(x, ph, pw, alpha, beta):
+    """MatConvNet's vl_nnspnorm by loops: average of x^2 over the part of the
+    PH x PW neighbourhood inside the image."""
+    n, c, h, w = x.shape
+    top, left = (ph - 1) // 2, (pw - 1) // 2
+    y = np.empty_like(x)
+    for i in range(h):
+        for j in range(w):
+            r0, r1 = max(0, i - top), min(h, i - top + ph)
+            c0, c1 = max(0, j - left), min(w, j - left + pw)
+            n2 = (x[:, :, r0:r1, c0:c1] ** 2).mean(axis=(2, 3))
+            y[:, :, i, j] = x[:, :, i, j] / (1 + alpha * n2) ** beta
+    return y
+
+
+@given(ph=hst.integers(1, 4), pw=hst.integers(1, 4), h=hst.integers(1, 4),
+       w=hst.integers(1, 4), data=hst.data())
+def test_spnorm_matches_loop_reference_and_gradchecks(ph, pw, h, w, data):
+    if ph - 1 - (ph - 1) // 2 + h < ph or pw - 1 - (pw - 1) // 2 + w < pw:
+        h, w = max(h, ph), max(w, pw)
+    x = data.draw(st.arrays((1, 2, h, w)))
+    y = ops.spnorm(tg.tensor(x), [ph, pw, 0.8, 0.6])
+    np.testing.assert_allclose(y.numpy(), ref_spnorm(x, ph, pw, 0.8, 0.6), rtol=1e-12)
+    gradcheck(lambda t: ops.spnorm(t, [ph, pw, 0.8, 0.6]), [x])
+
+
+def test_spnorm_errors():
+    x = tg.tensor(np.zeros((1, 2, 3, 3)))
+    with pytest.raises(ArgumentError, match=r"spnorm: param must be \[PH PW ALPHA BETA\]"):
+        ops.spnorm(x, [3, 3, 1.0])
+    with pytest.raises(ArgumentError, match="spnorm: PH and PW"):
+        ops.spnorm(x, [0, 3, 1.0, 0.5])
+    with pytest.raises(ShapeError, match=r"spnorm: .*\(2, 3, 3\)"):
+        ops.spnorm(tg.tensor(np.zeros((2, 3, 3))), [3, 3, 1.0, 0.5])
+
+
+# ---------------------------------------------------------------- noffset
+
+
+def test_noffset_closed_form_and_gradcheck():
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(2, 3, 2, 2))
+    y = ops.noffset(tg.tensor(x), [0.5, 0.75])
+    L = (x ** 2).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(y.numpy(), x - 0.5 * L ** 0.75)
+    gradcheck(lambda t: ops.noffset(t, [0.5, 0.75]), [x])
+    gradcheck(lambda t: ops.noffset(t, [-1.2, 1.5]), [x])
+
+
+def test_noffset_floor_gives_zero_gradient_through_the_norm():
+    x = np.zeros((1, 3, 1, 2))
+    x[0, :, 0, 1] = [1.0, 2.0, 2.0]  # pixel 0 is all zeros: the 1e-8 floor is active
+    t = tg.tensor(x, requires_grad=True)
+    y = ops.noffset(t, [1.0, 0.5])
+    np.testing.assert_allclose(y.numpy()[0, :, 0, 0], -1e-4)
+    np.testing.assert_allclose(y.numpy()[0, :, 0, 1], [1 - 3, 2 - 3, 2 - 3])
+    y.sum().backward()
+    assert np.all(np.isfinite(t.grad.numpy()))
+    np.testing.assert_allclose(t.grad.numpy()[0, :, 0, 0], 1.0)  # only the identity path
+
+
+def test_noffset_errors():
+    with pytest.raises(ArgumentError, match=r"noffset: param must be \[P1 P2\]"):
+        ops.noffset(tg.tensor(np.zeros((1, 2, 2, 2))), [1.0])
+    with pytest.raises(DTypeError, match="noffset"):
+        ops.noffset(tg.tensor(np.zeros((1, 2), np.int32)), [1.0, 0.5])
