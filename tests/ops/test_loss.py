@@ -1,0 +1,586 @@
+"""tapegrad/ops/loss.py: gradchecks over generated problems, forward checks
+against direct loops and closed forms, Caffe and MatConvNet conventions,
+PyTorch agreement (when torch is importable), stability, and errors."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tapegrad
+from tapegrad import ops
+from tapegrad.errors import ArgumentError, DTypeError, GraphError, ShapeError
+from tapegrad.testing import gradcheck
+
+IGN = -100
+
+
+def _t(a, requires_grad=False):
+    return tapegrad.tensor(np.asarray(a), requires_grad=requires_grad)
+
+
+# ------------------------------------------------------------- references
+
+def _positions(x, t):
+    """(logit vector, target) per position, in order: a direct loop."""
+    n, c = x.shape[:2]
+    xs = np.moveaxis(x, 1, -1).reshape(-1, c)
+    return list(zip(xs, t.reshape(-1)))
+
+
+def ref_cross_entropy(x, t, weight=None, ignore_index=IGN, reduction="mean",
+                      label_smoothing=0.0, normalization=None):
+    c = x.shape[1]
+    w = np.ones(c) if weight is None else np.asarray(weight, dtype=np.float64)
+    losses, wsum, n_valid = [], 0.0, 0
+    for v, k in _positions(x.astype(np.float64), t):
+        if k == ignore_index:
+            losses.append(0.0)
+            continue
+        m = max(v)
+        lse = m + math.log(sum(math.exp(a - m) for a in v))
+        logp = [a - lse for a in v]
+        nll = -w[k] * logp[k]
+        smooth = -sum(w[j] * logp[j] for j in range(c)) / c
+        losses.append((1 - label_smoothing) * nll + label_smoothing * smooth)
+        wsum += w[k]
+        n_valid += 1
+    losses = np.array(losses).reshape(t.shape)
+    total = float(losses.sum())
+    if normalization is not None:
+        div = {"valid": max(n_valid, 1), "batch_size": t.shape[0], "full": t.size,
+               "none": 1}[normalization.lower()]
+        return total / div
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return total
+    return total / (wsum if weight is not None else n_valid) if n_valid else 0.0
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+# ------------------------------------------------------------- strategies
+
+@st.composite
+def class_problems(draw, max_classes=5):
+    """Logits (N, C[, H, W]) float64, targets with some ignored, options."""
+    n = draw(st.integers(1, 3))
+    c = draw(st.integers(1, max_classes))
+    spatial = draw(st.sampled_from([(), (1, 2), (2, 2)]))
+    seed = draw(st.integers(0, 2**16))
+    r = np.random.default_rng(seed)
+    x = r.normal(size=(n, c) + spatial) * draw(st.sampled_from([0.5, 2.0]))
+    t = r.integers(0, c, size=(n,) + spatial)
+    ignore = r.random(t.shape) < draw(st.sampled_from([0.0, 0.3, 1.0]))
+    t = np.where(ignore, IGN, t)
+    weight = r.uniform(0.2, 2.0, size=c) if draw(st.booleans()) else None
+    return x, t, weight
+
+
+reductions = st.sampled_from([("mean", None), ("sum", None), ("none", None), ("mean", "VALID"),
+                              ("mean", "BATCH_SIZE"), ("mean", "FULL"), ("mean", "NONE")])
+
+
+# ----------------------------------------------------------- cross entropy
+
+@given(class_problems(), reductions, st.sampled_from([0.0, 0.25]))
+def test_cross_entropy_gradcheck_and_reference(problem, red, smoothing):
+    x, t, weight = problem
+    reduction, normalization = red
+    kw = dict(weight=weight, reduction=reduction, label_smoothing=smoothing,
+              normalization=normalization)
+    fn = lambda a: ops.cross_entropy(a, t, **kw)
+    gradcheck(fn, [x])
+    got = fn(_t(x)).numpy()
+    np.testing.assert_allclose(got, ref_cross_entropy(x, t, **kw), rtol=1e-10, atol=1e-12)
+
+
+def test_cross_entropy_backward_is_softmax_minus_onehot():
+    # Caffe's SoftmaxWithLoss: the gradient is (p - onehot) * scale; no loss value needed
+    r = np.random.default_rng(0)
+    x = r.normal(size=(6, 4))
+    t = np.array([0, 3, 1, IGN, 2, 2])
+    xt = _t(x, True)
+    ops.cross_entropy(xt, t).backward()
+    onehot = np.eye(4)[np.where(t < 0, 0, t)]
+    expect = (_softmax(x) - onehot) * (t >= 0)[:, None] / 5
+    np.testing.assert_allclose(xt.grad.numpy(), expect, rtol=1e-12, atol=1e-15)
+
+
+def test_cross_entropy_caffe_normalizations_hand_computed():
+    # (N, C, H, W) = (2, 2, 1, 2); per position: [0,0] -> t0: ln 2; ignored;
+    # [0,0] -> t1: ln 2; [ln 3, 0] -> t0: ln(4/3). Sum S = 2 ln 2 + ln(4/3).
+    x = np.zeros((2, 2, 1, 2))
+    x[1, 0, 0, 1] = math.log(3)
+    t = np.array([[[0, IGN]], [[1, 0]]])
+    s = 2 * math.log(2) + math.log(4 / 3)
+    for mode, div in [("VALID", 3), ("BATCH_SIZE", 2), ("FULL", 4), ("NONE", 1)]:
+        xt = _t(x, True)
+        out = ops.cross_entropy(xt, t, normalization=mode)
+        assert out.item() == pytest.approx(s / div, rel=1e-12)
+        out.backward()
+        g = xt.grad.numpy()
+        # position (1, :, 0, 1): p = [3/4, 1/4], target 0 -> [-1/4, 1/4] / div
+        np.testing.assert_allclose(g[1, :, 0, 1], [-0.25 / div, 0.25 / div], rtol=1e-12)
+        np.testing.assert_array_equal(g[0, :, 0, 1], [0.0, 0.0])  # ignored
+    # lower case works; VALID = PyTorch's "mean" without weights; NONE = "sum"
+    assert ops.cross_entropy(_t(x), t, normalization="valid").item() == pytest.approx(s / 3)
+    assert ops.cross_entropy(_t(x), t).item() == pytest.approx(s / 3)
+    assert ops.cross_entropy(_t(x), t, reduction="sum").item() == pytest.approx(s)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(reduction="sum"), dict(reduction="none"),
+                                dict(weight=np.array([1.0, 2.0, 3.0])),
+                                dict(label_smoothing=0.3), dict(normalization="VALID"),
+                                dict(normalization="FULL")])
+def test_cross_entropy_all_ignored_is_zero(kw):
+    x = _t(np.random.default_rng(1).normal(size=(4, 3)), True)
+    t = np.full(4, IGN)
+    out = ops.cross_entropy(x, t, **kw)
+    assert np.all(out.numpy() == 0)
+    out.sum().backward() if out.ndim else out.backward()
+    assert np.all(x.grad.numpy() == 0) and np.all(np.isfinite(x.grad.numpy()))
+
+
+def test_cross_entropy_stable_for_huge_logits_float32():
+    x = np.array([[1e4, 0.0, -1e4], [-1e4, 1e4, 1e4], [5e3, 5e3, -1e4]], dtype=np.float32)
+    t = np.array([1, 0, 2])
+    xt = tapegrad.tensor(x, requires_grad=True)
+    out = ops.cross_entropy(xt, t, reduction="none")
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out.numpy(), [1e4, 2e4 + math.log(2), 1.5e4 + math.log(2)],
+                               rtol=1e-7)
+    out.sum().backward()
+    g = xt.grad.numpy()
+    assert g.dtype == np.float32 and np.all(np.isfinite(g))
+    np.testing.assert_allclose(g, [[1, -1, 0], [-1, 0.5, 0.5], [0.5, 0.5, -1]], atol=1e-6)
+    for kw in [dict(weight=np.ones(3)), dict(label_smoothing=0.1)]:
+        xt.grad = None
+        out = ops.cross_entropy(xt, t, **kw)
+        out.backward()
+        assert np.isfinite(out.item()) and np.all(np.isfinite(xt.grad.numpy()))
+
+
+def test_dtype_is_kept_float32():
+    r = np.random.default_rng(0)
+    x = tapegrad.tensor(r.normal(size=(3, 4)).astype(np.float32), requires_grad=True)
+    t = np.array([0, 1, 3])
+    outs = [ops.cross_entropy(x, t, weight=np.ones(4), label_smoothing=0.1),
+            ops.nll_loss(x, t, weight=np.ones(4)),
+            ops.mse_loss(x, np.zeros((3, 4))),
+            ops.binary_cross_entropy_with_logits(x, np.ones((3, 4)), pos_weight=np.ones(4)),
+            ops.loss(x, t), ops.loss(x, np.ones((3, 4)), kind="logistic")]
+    for out in outs:
+        assert out.dtype == np.float32
+        x.grad = None
+        out.backward()
+        assert x.grad.dtype == np.float32
+
+
+def test_cross_entropy_double_backward_raises():
+    x = _t(np.zeros((2, 3)), True)
+    out = ops.cross_entropy(x, np.array([0, 1]))
+    with pytest.raises(GraphError, match="CrossEntropy"):
+        tapegrad.grad(out, x, create_graph=True)
+
+
+def test_cross_entropy_accepts_tensor_targets_and_ignore_inside_range():
+    x = np.random.default_rng(2).normal(size=(5, 3))
+    t = np.array([0, 1, 2, 1, 0])
+    got = ops.cross_entropy(_t(x), _t(t), ignore_index=1).item()
+    assert got == pytest.approx(ref_cross_entropy(x, t, ignore_index=1))
+
+
+# ------------------------------------------------------------------- torch
+
+def test_against_torch_cross_entropy():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    r = np.random.default_rng(3)
+    for shape in [(7, 5), (3, 4, 2, 3)]:
+        x = r.normal(size=shape) * 3
+        t = r.integers(0, shape[1], size=shape[:1] + shape[2:])
+        t.reshape(-1)[::4] = IGN
+        w = r.uniform(0.1, 2.0, size=shape[1])
+        for weight in (None, w):
+            for reduction in ("mean", "sum", "none"):
+                for smoothing in (0.0, 0.2):
+                    xt = _t(x, True)
+                    ours = ops.cross_entropy(xt, t, weight=weight, reduction=reduction,
+                                             label_smoothing=smoothing)
+                    xr = torch.tensor(x, requires_grad=True)
+                    ref = F.cross_entropy(xr, torch.tensor(t), weight=None if weight is None
+                                          else torch.tensor(weight), reduction=reduction,
+                                          label_smoothing=smoothing)
+                    np.testing.assert_allclose(ours.numpy(), ref.detach().numpy(), rtol=1e-10)
+                    cot = r.normal(size=ref.shape)
+                    ours.backward(_t(cot))
+                    ref.backward(torch.tensor(cot))
+                    np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-9,
+                                               atol=1e-12)
+
+
+def test_against_torch_nll_mse_bce():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    r = np.random.default_rng(4)
+    x = r.normal(size=(6, 4))
+    t = np.array([0, 3, IGN, 1, 2, 2])
+    w = r.uniform(0.1, 2.0, size=4)
+    for weight in (None, w):
+        for reduction in ("mean", "sum", "none"):
+            xt, xr = _t(x, True), torch.tensor(x, requires_grad=True)
+            ours = ops.nll_loss(xt, t, weight=weight, reduction=reduction)
+            ref = F.nll_loss(xr, torch.tensor(t), weight=None if weight is None
+                             else torch.tensor(weight), reduction=reduction)
+            np.testing.assert_allclose(ours.numpy(), ref.detach().numpy(), rtol=1e-12)
+            ours.sum().backward()
+            ref.sum().backward()
+            np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-12)
+    y = r.normal(size=(6, 4))
+    p = r.uniform(size=(6, 4))
+    for reduction in ("mean", "sum", "none"):
+        a, b = _t(x, True), _t(y, True)
+        ar, br = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
+        ours, ref = ops.mse_loss(a, b, reduction), F.mse_loss(ar, br, reduction=reduction)
+        np.testing.assert_allclose(ours.numpy(), ref.detach().numpy(), rtol=1e-12)
+        ours.sum().backward()
+        ref.sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), ar.grad.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(b.grad.numpy(), br.grad.numpy(), rtol=1e-12)
+        for weight, pos_weight in [(None, None), (w, None), (None, w[::-1].copy()), (w, w)]:
+            a, b = _t(x * 10, True), _t(p, True)
+            ar = torch.tensor(x * 10, requires_grad=True)
+            br = torch.tensor(p, requires_grad=True)
+            ours = ops.binary_cross_entropy_with_logits(a, b, weight, pos_weight, reduction)
+            ref = F.binary_cross_entropy_with_logits(
+                ar, br, None if weight is None else torch.tensor(weight), reduction=reduction,
+                pos_weight=None if pos_weight is None else torch.tensor(pos_weight))
+            np.testing.assert_allclose(ours.numpy(), ref.detach().numpy(), rtol=1e-10)
+            ours.sum().backward()
+            ref.sum().backward()
+            np.testing.assert_allclose(a.grad.numpy(), ar.grad.numpy(), rtol=1e-9, atol=1e-14)
+            np.testing.assert_allclose(b.grad.numpy(), br.grad.numpy(), rtol=1e-9, atol=1e-14)
+
+
+# ------------------------------------------------ nll / mse / bce: gradchecks
+
+@given(class_problems(), st.sampled_from(["mean", "sum", "none"]))
+def test_nll_loss_gradcheck_and_reference(problem, reduction):
+    x, t, weight = problem
+    lp = x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+    fn = lambda a: ops.nll_loss(a, t, weight=weight, reduction=reduction)
+    gradcheck(fn, [lp])
+    w = np.ones(x.shape[1]) if weight is None else weight
+    per = np.array([0.0 if k == IGN else -w[k] * v[k] for v, k in _positions(lp, t)])
+    per = per.reshape(t.shape)
+    denom = sum(w[k] for k in t.reshape(-1) if k != IGN)
+    expect = {"none": per, "sum": per.sum(),
+              "mean": per.sum() / denom if denom else 0.0}[reduction]
+    np.testing.assert_allclose(fn(_t(lp)).numpy(), expect, rtol=1e-12, atol=1e-15)
+
+
+@given(st.sampled_from([(3,), (2, 3), (2, 1, 3)]), st.booleans(),
+       st.sampled_from(["mean", "sum", "none"]), st.integers(0, 1000))
+def test_mse_loss_gradcheck(shape, broadcast_target, reduction, seed):
+    r = np.random.default_rng(seed)
+    x = r.normal(size=shape)
+    y = r.normal(size=shape[-1:] if broadcast_target else shape)
+    gradcheck(lambda a, b: ops.mse_loss(a, b, reduction), [x, y])
+    d2 = (x - y) ** 2
+    expect = {"none": d2, "sum": d2.sum(), "mean": d2.mean()}[reduction]
+    np.testing.assert_allclose(ops.mse_loss(_t(x), _t(y), reduction).numpy(), expect)
+
+
+def test_mse_loss_second_derivative():
+    from tapegrad.testing import gradgradcheck
+
+    r = np.random.default_rng(0)
+    gradgradcheck(ops.mse_loss, [r.normal(size=(2, 3)), r.normal(size=(2, 3))])
+
+
+@given(st.sampled_from([(4,), (2, 3), (2, 3, 2)]), st.booleans(), st.booleans(),
+       st.sampled_from(["mean", "sum", "none"]), st.integers(0, 1000))
+def test_bce_with_logits_gradcheck_and_closed_form(shape, use_w, use_pw, reduction, seed):
+    r = np.random.default_rng(seed)
+    x = r.normal(size=shape) * 3
+    t = r.uniform(size=shape)
+    w = r.uniform(0.2, 2, size=shape[-1:]) if use_w else None
+    pw = r.uniform(0.2, 3, size=shape[-1:]) if use_pw else None
+    fn = lambda a, b: ops.binary_cross_entropy_with_logits(a, b, w, pw, reduction)
+    gradcheck(fn, [x, t])
+    s = 1 / (1 + np.exp(-x))
+    per = -((1 if pw is None else pw) * t * np.log(s) + (1 - t) * np.log(1 - s))
+    per = per * (1 if w is None else w)
+    expect = {"none": per, "sum": per.sum(), "mean": per.mean()}[reduction]
+    np.testing.assert_allclose(fn(_t(x), _t(t)).numpy(), expect, rtol=1e-10)
+
+
+def test_bce_with_logits_stable():
+    x = tapegrad.tensor(np.array([1e4, -1e4, 80.0, -80.0], dtype=np.float32),
+                        requires_grad=True)
+    t = np.array([0.0, 1.0, 1.0, 0.0], dtype=np.float32)
+    out = ops.binary_cross_entropy_with_logits(x, t, reduction="none",
+                                               pos_weight=np.float32(2.0))
+    np.testing.assert_allclose(out.numpy(), [1e4, 2e4, 0, 0], atol=1e-6)
+    out.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1, -2, 0, 0], atol=1e-6)
+
+
+# --------------------------------------------------- MatConvNet vl_nnloss
+
+def ref_vl_loss(x, c, kind, iw=None, topk=5, threshold=0.0):
+    """A direct loop over (n, h, w) [and d for binary kinds], MatConvNet's
+    formulas with 0-based labels (negative = ignored) and ±1 binary labels
+    (0 = ignored). Returns (loss, dloss/dx)."""
+    n, d = x.shape[:2]
+    sp = x.shape[2:]
+    g = np.zeros_like(x)
+    total = 0.0
+    for i in range(n):
+        for pos in np.ndindex(*sp):
+            v = x[(i, slice(None)) + pos]
+            if kind in ("binaryerror", "binarylog", "logistic", "hinge"):
+                for k in range(d):
+                    lab = c[(i, k) + pos]
+                    wgt = 1.0 if iw is None else iw[(i, k) + pos]
+                    if lab == 0:
+                        continue
+                    xv = v[k]
+                    if kind == "binaryerror":
+                        val, dv = float(np.sign(xv - threshold) != lab), 0.0
+                    elif kind == "binarylog":
+                        val = -math.log(lab * (xv - 0.5) + 0.5)
+                        dv = -lab / (lab * (xv - 0.5) + 0.5)
+                    elif kind == "logistic":
+                        val = math.log1p(math.exp(-lab * xv))
+                        dv = -lab / (1 + math.exp(lab * xv))
+                    else:
+                        val = max(0.0, 1 - lab * xv)
+                        dv = -lab if lab * xv < 1 else 0.0
+                    total += wgt * val
+                    g[(i, k) + pos] += wgt * dv
+                continue
+            lab = c[(i,) + pos]
+            wgt = 1.0 if iw is None else iw[(i,) + pos]
+            if lab < 0:
+                continue
+            dv = np.zeros(d)
+            if kind == "classerror":
+                val = float(int(np.argmax(v)) != lab)
+            elif kind == "topkerror":
+                rank = sum(1 for q in range(d) if v[q] > v[lab])
+                val = float(rank >= topk)
+            elif kind == "log":
+                val = -math.log(v[lab])
+                dv[lab] = -1 / v[lab]
+            elif kind == "softmaxlog":
+                p = np.exp(v - v.max())
+                p /= p.sum()
+                val = -math.log(p[lab])
+                dv = p.copy()
+                dv[lab] -= 1
+            elif kind == "mhinge":
+                val = max(0.0, 1 - v[lab])
+                dv[lab] = -1.0 if v[lab] < 1 else 0.0
+            else:  # mshinge
+                q = max((k for k in range(d) if k != lab), key=lambda k: v[k], default=None)
+                best = -math.inf if q is None else v[q]
+                val = max(0.0, 1 - v[lab] + best)
+                if q is not None and v[lab] - v[q] < 1:
+                    dv[lab] -= 1
+                    dv[q] += 1
+            total += wgt * val
+            g[(i, slice(None)) + pos] += wgt * dv
+    return total, g
+
+
+CATEGORICAL = ["classerror", "topkerror", "log", "softmaxlog", "mhinge", "mshinge"]
+BINARY = ["binaryerror", "binarylog", "logistic", "hinge"]
+
+
+@pytest.mark.parametrize("kind", CATEGORICAL + BINARY)
+@pytest.mark.parametrize("spatial", [(), (2, 3)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_vl_nnloss_kinds_against_loop(kind, spatial, weighted):
+    r = np.random.default_rng(hash((kind, spatial, weighted)) % 2**32)
+    n, d = 3, 4
+    shape = (n, d) + spatial
+    if kind in ("log", "binarylog"):
+        x = r.uniform(0.05, 0.95, size=shape)
+        if kind == "log":
+            x = x / x.sum(axis=1, keepdims=True)
+    else:
+        x = r.normal(size=shape) * 1.5
+    if kind in BINARY:
+        c = r.choice([-1, 0, 1], size=shape)
+        iw = r.uniform(0.1, 2, size=shape) if weighted else None
+    else:
+        c = r.integers(-1, d, size=(n,) + spatial)  # -1: ignored
+        iw = r.uniform(0.1, 2, size=(n,) + spatial) if weighted else None
+    iw_arg = None if iw is None else (iw if kind in BINARY else np.expand_dims(iw, 1))
+    xt = _t(x, True)
+    out = ops.loss(xt, c, kind=kind, instance_weights=iw_arg, topk=2)
+    out.backward()
+    val, grad = ref_vl_loss(x, c, kind, iw, topk=2)
+    assert out.shape == () and out.item() == pytest.approx(val, rel=1e-10, abs=1e-12)
+    np.testing.assert_allclose(xt.grad.numpy(), grad, rtol=1e-10, atol=1e-12)
+
+
+def test_vl_nnloss_label_forms_and_summing():
+    r = np.random.default_rng(5)
+    x = r.normal(size=(2, 3, 2, 2))
+    per_image = np.array([2, 0])
+    expanded = np.broadcast_to(per_image[:, None, None], (2, 2, 2))
+    a = ops.loss(_t(x), per_image).item()
+    b = ops.loss(_t(x), expanded).item()
+    c = ops.loss(_t(x), expanded[:, None]).item()  # (N, 1, H, W)
+    assert a == pytest.approx(b) and b == pytest.approx(c)
+    # summed over batch and positions, not averaged: the sum of per-position losses
+    per = ops.cross_entropy(_t(x), expanded, reduction="none").numpy()
+    assert a == pytest.approx(per.sum())
+    # MatConvNet (1-based, 0 = ignore) converts with c - 1
+    mcn = np.array([[[3, 0], [1, 2]], [[0, 0], [3, 3]]])
+    got = ops.loss(_t(x), mcn - 1).item()
+    ref = ops.cross_entropy(_t(x), np.where(mcn == 0, IGN, mcn - 1), reduction="sum").item()
+    assert got == pytest.approx(ref)
+    # instance weights: one per image, or per position
+    w = ops.loss(_t(x), per_image, instance_weights=np.array([2.0, 0.0])).item()
+    assert w == pytest.approx(2 * per[0].sum())
+    w2 = ops.loss(_t(x), per_image, instance_weights=np.full((2, 2, 2), 0.5)).item()
+    assert w2 == pytest.approx(0.5 * per.sum())
+
+
+def test_vl_nnloss_error_kinds_have_zero_gradient():
+    r = np.random.default_rng(6)
+    x = _t(r.normal(size=(4, 3)), True)
+    for kind, c in [("classerror", np.array([0, 1, 2, 0])), ("topkerror", np.array([0, 1, 2, 0])),
+                    ("binaryerror", r.choice([-1, 1], size=(4, 3)))]:
+        x.grad = None
+        out = ops.loss(x, c, kind=kind, topk=1)
+        out.backward()
+        assert np.all(x.grad.numpy() == 0)
+    # classerror counts wrong argmaxes; topkerror with k >= C is never wrong
+    xs = np.array([[3.0, 1.0, 2.0], [0.0, 5.0, 1.0]])
+    assert ops.loss(_t(xs), np.array([0, 2]), kind="classerror").item() == 1.0
+    assert ops.loss(_t(xs), np.array([2, 0]), kind="topkerror", topk=2).item() == 1.0
+    assert ops.loss(_t(xs), np.array([2, 0]), kind="topkerror", topk=3).item() == 0.0
+
+
+def test_vl_nnloss_softmaxlog_stable():
+    x = tapegrad.tensor(np.array([[1e4, -1e4], [0.0, 1e4]], dtype=np.float32),
+                        requires_grad=True)
+    out = ops.loss(x, np.array([1, 0]))
+    out.backward()
+    assert out.item() == pytest.approx(3e4, rel=1e-6)
+    assert np.all(np.isfinite(x.grad.numpy()))
+
+
+# ------------------------------------------------------------------ metrics
+
+def test_accuracy_and_topk_error():
+    r = np.random.default_rng(7)
+    x = r.normal(size=(20, 6))
+    t = r.integers(0, 6, size=20)
+    acc = ops.accuracy(_t(x, True), t)
+    assert isinstance(acc, float)
+    assert acc == pytest.approx(np.mean([np.argmax(v) == k for v, k in zip(x, t)]))
+    for k in (1, 3, 6):
+        err = ops.topk_error(_t(x), _t(t), k=k)
+        ref = np.mean([k_ not in np.argsort(-v)[:k] for v, k_ in zip(x, t)])
+        assert isinstance(err, float) and err == pytest.approx(ref)
+    # spatial, and 1 - accuracy == top-1 error without ties
+    xs, ts = r.normal(size=(2, 4, 3, 3)), r.integers(0, 4, size=(2, 3, 3))
+    assert ops.topk_error(xs, ts, k=1) == pytest.approx(1 - ops.accuracy(xs, ts))
+    # ties count in the target's favour
+    assert ops.topk_error(np.zeros((2, 5)), np.array([4, 0]), k=1) == 0.0
+
+
+def test_metrics_errors():
+    with pytest.raises(ShapeError, match="accuracy"):
+        ops.accuracy(np.zeros((3, 2)), np.array([0, 1]))
+    with pytest.raises(DTypeError, match="topk_error"):
+        ops.topk_error(np.zeros((2, 3)), np.array([0.0, 1.0]))
+    with pytest.raises(ArgumentError, match="k must be >= 1"):
+        ops.topk_error(np.zeros((2, 3)), np.array([0, 1]), k=0)
+
+
+# ------------------------------------------------------------------- errors
+
+def test_cross_entropy_and_nll_errors():
+    x = _t(np.zeros((4, 3)))
+    for op in (ops.cross_entropy, ops.nll_loss):
+        name = op.__name__
+        with pytest.raises(DTypeError, match=rf"{name}: targets must be integer.*\(4,\) float64"):
+            op(x, np.zeros(4))
+        with pytest.raises(ArgumentError, match=rf"{name}: target 3 at index \(2,\) is out of "
+                                                r"range for 3 classes.*\(4, 3\)"):
+            op(x, np.array([0, 1, 3, IGN]))
+        with pytest.raises(ArgumentError, match="target -1 at index"):
+            op(x, np.array([0, 1, -1, 2]))
+        with pytest.raises(ShapeError, match=rf"{name}: scores \(4, 3\) float64 need targets of "
+                                             r"shape \(4,\).*got \(3,\)"):
+            op(x, np.array([0, 1, 2]))
+        with pytest.raises(ShapeError, match=rf"{name}.*targets of shape \(4, 2\)"):
+            op(_t(np.zeros((4, 3, 2))), np.zeros(4, dtype=int))
+        with pytest.raises(ShapeError, match=rf"{name}: expected scores of shape"):
+            op(_t(np.zeros(3)), np.array(0))
+        with pytest.raises(ArgumentError, match=rf"{name}: reduction must be one of"):
+            op(x, np.array([0, 1, 2, 0]), reduction="avg")
+        with pytest.raises(ShapeError, match=rf"{name}: weight must have one entry per class"):
+            op(x, np.array([0, 1, 2, 0]), weight=np.ones(4))
+        with pytest.raises(DTypeError, match=rf"{name}: expected floating-point"):
+            op(_t(np.zeros((4, 3), dtype=int)), np.array([0, 1, 2, 0]))
+    t = np.array([0, 1, 2, 0])
+    with pytest.raises(ArgumentError, match="normalization must be one of"):
+        ops.cross_entropy(x, t, normalization="batch")
+    with pytest.raises(ArgumentError, match="either normalization='VALID' or reduction='sum'"):
+        ops.cross_entropy(x, t, normalization="VALID", reduction="sum")
+    with pytest.raises(ArgumentError, match=r"label_smoothing must be in \[0, 1\]"):
+        ops.cross_entropy(x, t, label_smoothing=1.5)
+
+
+def test_mse_and_bce_errors():
+    with pytest.raises(ShapeError, match=r"mse_loss: input \(3, 1\) float64 and target \(3,\)"):
+        ops.mse_loss(_t(np.zeros((3, 1))), np.zeros(3))
+    with pytest.raises(ArgumentError, match="mse_loss: reduction"):
+        ops.mse_loss(_t(np.zeros(3)), np.zeros(3), reduction="mean ")
+    op = "binary_cross_entropy_with_logits"
+    with pytest.raises(ShapeError, match=rf"{op}: target \(2,\) float64 must have the logits'"):
+        ops.binary_cross_entropy_with_logits(_t(np.zeros(3)), np.zeros(2))
+    with pytest.raises(DTypeError, match=rf"{op}: targets must be floating"):
+        ops.binary_cross_entropy_with_logits(_t(np.zeros(3)), _t(np.array([0, 1, 1])))
+    with pytest.raises(ShapeError, match=rf"{op}: pos_weight \(2,\) float64 does not broadcast"):
+        ops.binary_cross_entropy_with_logits(_t(np.zeros((2, 3))), np.zeros((2, 3)),
+                                             pos_weight=np.ones(2))
+    with pytest.raises(ArgumentError, match=rf"{op}: reduction"):
+        ops.binary_cross_entropy_with_logits(_t(np.zeros(3)), np.zeros(3), reduction=None)
+
+
+def test_vl_nnloss_errors():
+    x = _t(np.zeros((2, 3, 2, 2)))
+    with pytest.raises(ArgumentError, match="loss: unknown kind 'softmax'"):
+        ops.loss(x, np.array([0, 1]), kind="softmax")
+    with pytest.raises(ArgumentError, match=r"loss\(kind='softmaxlog'\): target 3 at index "
+                                            r"\(0, 0, 0\).*be negative \(ignored\)"):
+        ops.loss(x, np.array([3, 1]))
+    with pytest.raises(DTypeError, match=r"loss\(kind='mhinge'\): targets must be integer"):
+        ops.loss(x, np.array([1.0, 2.0]), kind="mhinge")
+    with pytest.raises(ShapeError, match=r"loss\(kind='log'\): scores \(2, 3, 2, 2\) float64 "
+                                         r"need targets"):
+        ops.loss(x, np.zeros((2, 3), dtype=int), kind="log")
+    with pytest.raises(ShapeError, match=r"loss\(kind='hinge'\): binary labels must have the "
+                                         r"scores' shape, got labels \(2,\)"):
+        ops.loss(x, np.array([1, -1]), kind="hinge")
+    with pytest.raises(ShapeError, match=r"instance_weights \(3,\) float64 do not broadcast"):
+        ops.loss(x, np.array([0, 1]), instance_weights=np.ones(3))
+    with pytest.raises(ArgumentError, match="topk must be >= 1"):
+        ops.loss(x, np.array([0, 1]), kind="topkerror", topk=0)
+    with pytest.raises(ShapeError, match=r"loss\(kind='softmaxlog'\): expected scores"):
+        ops.loss(_t(np.zeros(3)), np.array([0]))
