@@ -1,0 +1,136 @@
+"""tapegrad/ops/distance.py: pdist (MatConvNet's vl_nnpdist) against a
+direct loop, gradchecks over generated shapes and options, the epsilon
+behaviour at x == x0, and errors."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tapegrad
+from tapegrad import ops
+from tapegrad.errors import ArgumentError, DTypeError, ShapeError
+from tapegrad.testing import gradcheck
+
+
+def _t(a, requires_grad=False):
+    return tapegrad.tensor(np.asarray(a), requires_grad=requires_grad)
+
+
+def ref_pdist(x, x0, p, no_root=False, aggregate=False, iw=None):
+    """A direct loop over (n, h, w): y = (sum_c |x - x0|^p)^(1/p)."""
+    x0 = np.broadcast_to(x0, x.shape)
+    y = np.zeros(x.shape[:1] + (1,) + x.shape[2:])
+    for n in range(x.shape[0]):
+        for pos in np.ndindex(*x.shape[2:]):
+            s = sum(abs(x[(n, c) + pos] - x0[(n, c) + pos]) ** p for c in range(x.shape[1]))
+            y[(n, 0) + pos] = s if no_root else s ** (1 / p)
+    if iw is not None:
+        y = y * iw
+    return y.sum() if aggregate else y
+
+
+@st.composite
+def problems(draw):
+    n = draw(st.integers(1, 3))
+    c = draw(st.integers(1, 4))
+    spatial = draw(st.sampled_from([(), (2,), (1, 2), (2, 2)]))
+    shape = (n, c) + spatial
+    r = np.random.default_rng(draw(st.integers(0, 2**16)))
+    x = r.normal(size=shape)
+    x0_shape = draw(st.sampled_from([shape, (n, c) + (1,) * len(spatial), (1, c) + spatial]))
+    x0 = r.normal(size=x0_shape)
+    # keep |x - x0| away from 0, where |.|^p has a kink for p <= 1
+    d = x - x0
+    x = np.where(np.abs(d) < 0.1, x + 0.3 * np.sign(d + 1e-3), x)
+    return x, x0
+
+
+@given(problems(), st.sampled_from([1, 2, 3, 0.5, 1.5]), st.booleans(), st.booleans(),
+       st.booleans())
+def test_pdist_gradcheck_and_reference(problem, p, no_root, aggregate, weighted):
+    x, x0 = problem
+    iw = None
+    if weighted:
+        iw = np.random.default_rng(0).uniform(0.2, 2.0, size=x.shape[:1] + (1,) + x.shape[2:])
+    fn = lambda a, b: ops.pdist(a, b, p=p, no_root=no_root, aggregate=aggregate,
+                                instance_weights=iw)
+    gradcheck(fn, [x, x0])
+    got = fn(_t(x), _t(x0))
+    assert got.shape == (() if aggregate else x.shape[:1] + (1,) + x.shape[2:])
+    np.testing.assert_allclose(got.numpy(), ref_pdist(x, x0, p, no_root, aggregate, iw),
+                               rtol=1e-12)
+
+
+def test_pdist_x0_gradient_is_minus_x_gradient_summed():
+    r = np.random.default_rng(1)
+    x = _t(r.normal(size=(2, 3, 2, 2)), True)
+    x0 = _t(r.normal(size=(2, 3, 1, 1)), True)  # one target vector per image
+    ops.pdist(x, x0, p=2, aggregate=True).backward()
+    assert x0.grad.shape == (2, 3, 1, 1)
+    np.testing.assert_allclose(x0.grad.numpy(), -x.grad.numpy().sum(axis=(2, 3),
+                                                                    keepdims=True))
+
+
+def test_pdist_closed_forms():
+    x = np.array([[3.0, 4.0], [1.0, -1.0]])
+    x0 = np.zeros(2)
+    np.testing.assert_allclose(ops.pdist(_t(x), x0).numpy(), [[5.0], [np.sqrt(2)]])
+    np.testing.assert_allclose(ops.pdist(_t(x), x0, no_root=True).numpy(), [[25.0], [2.0]])
+    np.testing.assert_allclose(ops.pdist(_t(x), x0, p=1).numpy(), [[7.0], [2.0]])
+    agg = ops.pdist(_t(x), x0, p=1, aggregate=True, instance_weights=np.array([1.0, 0.5]))
+    assert agg.shape == () and agg.item() == pytest.approx(8.0)
+    xt = _t(x, True)
+    ops.pdist(xt, x0).sum().backward()  # d/dx ||x|| = x / ||x||
+    np.testing.assert_allclose(xt.grad.numpy(), x / np.linalg.norm(x, axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 0.5, 1.5])
+@pytest.mark.parametrize("no_root", [False, True])
+def test_pdist_gradient_finite_at_zero_distance(p, no_root):
+    x = _t(np.ones((2, 3, 2)), True)
+    y = ops.pdist(x, np.ones((2, 3, 2)), p=p, no_root=no_root)
+    assert np.all(y.numpy() == 0)
+    y.sum().backward()
+    assert np.all(np.isfinite(x.grad.numpy()))
+    assert np.all(x.grad.numpy() == 0)
+
+
+def test_pdist_epsilon_bounds_the_l2_derivative():
+    # |d| = 1e-5: the exact gradient is d/|d| = 1; with epsilon = 1e-6 the sum of
+    # squares (1e-10) is bounded below, giving d / sqrt(1e-6) = 0.01 (MatConvNet's rule)
+    x = _t(np.array([[1e-5, 0.0]]), True)
+    ops.pdist(x, np.zeros(2), epsilon=1e-6).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0.01, 0.0]], rtol=1e-9)
+    x.grad = None
+    ops.pdist(x, np.zeros(2), epsilon=0.0).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[1.0, 0.0]], rtol=1e-9)
+
+
+def test_pdist_float32():
+    x = tapegrad.tensor(np.ones((2, 3), dtype=np.float32), requires_grad=True)
+    y = ops.pdist(x, np.zeros((2, 3)), p=3)
+    assert y.dtype == np.float32
+    y.sum().backward()
+    assert x.grad.dtype == np.float32
+
+
+def test_pdist_errors():
+    x = _t(np.zeros((2, 3, 2, 2)))
+    with pytest.raises(ShapeError, match=r"pdist: x0 \(2, 3, 2\) float64 must broadcast to "
+                                         r"x's shape \(2, 3, 2, 2\) float64"):
+        ops.pdist(x, np.zeros((2, 3, 2)))
+    with pytest.raises(ShapeError, match=r"pdist: x0 \(4, 3, 2, 2\) float64 must broadcast"):
+        ops.pdist(x, np.zeros((4, 3, 2, 2)))
+    with pytest.raises(ShapeError, match=r"pdist: expected x of shape \(N, C\).*got \(3,\)"):
+        ops.pdist(_t(np.zeros(3)), np.zeros(3))
+    with pytest.raises(ArgumentError, match="pdist: p must be > 0, got 0.0"):
+        ops.pdist(x, np.zeros((2, 3, 2, 2)), p=0)
+    with pytest.raises(ArgumentError, match="pdist: epsilon must be >= 0"):
+        ops.pdist(x, np.zeros((2, 3, 2, 2)), epsilon=-1.0)
+    with pytest.raises(DTypeError, match=r"pdist: expected floating-point inputs, got "
+                                         r"\(2, 3\) int64"):
+        ops.pdist(_t(np.zeros((2, 3), dtype=np.int64)), np.zeros((2, 3)))
+    with pytest.raises(ShapeError, match=r"pdist: instance_weights \(3,\) float64 must "
+                                         r"broadcast to the output's shape \(2, 1, 2, 2\)"):
+        ops.pdist(x, np.zeros((2, 3, 2, 2)), instance_weights=np.ones(3))
