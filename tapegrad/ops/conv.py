@@ -1,3 +1,304 @@
-"""(being written)"""
+"""Convolution: ``conv2d`` and its adjoint ``conv_transpose2d`` (NCHW).
 
-__all__: list[str] = []
+Conventions
+-----------
+* Tensors are NCHW; conv weights are PyTorch's ``(out, in/groups, kh, kw)``,
+  transposed-conv weights ``(in, out/groups, kh, kw)``.
+* ``stride`` and ``dilation``: an int or ``(h, w)``. ``padding``: an int,
+  ``(h, w)`` (PyTorch) or MatConvNet's asymmetric ``(top, bottom, left, right)``.
+* Output size (floor, as PyTorch and MatConvNet):
+  ``Ho = (H + top + bottom - dilation*(kh-1) - 1) // stride + 1``.
+
+How it is computed
+------------------
+im2col: a strided view of every window of the padded input
+(:func:`._windows.sliding_windows`, no copy) is copied once into a column
+matrix laid out ``(C, kh, kw, N, Ho, Wo)``, i.e. ``(groups, Cg*kh*kw, N*Ho*Wo)``.
+Each direction is then one batched BLAS GEMM over the groups:
+
+* forward        ``y  = W  @ cols``           ``(G, Og, Kg) @ (G, Kg, N*P)``
+* weight grad    ``gW = gy @ cols^T``         ``(G, Og, N*P) @ (G, N*P, Kg)``
+* input grad     ``gcols = W^T @ gy`` then col2im: one strided add per kernel
+  offset (kh*kw iterations, never a loop over pixels, channels or batch).
+
+The column matrix is saved for the weight gradient (no second im2col in
+backward), the weight only when the input gradient is needed, and nothing of
+``x`` when only the input gradient is needed. ``conv_transpose2d`` runs the
+same three kernels with the roles of forward and input gradient swapped.
+"""
+
+from __future__ import annotations
+
+from ..errors import ArgumentError, DTypeError, ShapeError, describe
+from ..tape import Function
+from ._windows import out_size, padding4, pair, sliding_windows
+
+__all__ = ["conv2d", "conv_transpose2d"]
+
+
+class _Geom:
+    """The geometry of one convolution ``x (N, C, H, W) * w (O, C/G, kh, kw)
+    -> y (N, O, Ho, Wo)`` (for a transposed conv: the conv it is the adjoint of)."""
+
+    __slots__ = ("n", "c", "h", "w", "o", "kh", "kw", "g", "stride", "dilation", "pad",
+                 "ho", "wo")
+
+    def padded_shape(self):
+        t, b, left, r = self.pad
+        return (self.n, self.c, self.h + t + b, self.w + left + r)
+
+
+def _check_common(op, x, w, b, groups, in_axis, out_axis):
+    """Ranks, dtypes, groups and bias; returns ``(in_channels, out_channels)``."""
+    if x.ndim != 4:
+        raise ShapeError(f"{op}: input must be 4-D (N, C, H, W), got {describe(x)}")
+    if w.ndim != 4:
+        layout = "(out, in/groups, kh, kw)" if in_axis == 1 else "(in, out/groups, kh, kw)"
+        raise ShapeError(f"{op}: weight must be 4-D {layout}, got {describe(w)} "
+                         f"(input {describe(x)})")
+    if x.dtype.kind != "f" or w.dtype != x.dtype or (b is not None and b.dtype != x.dtype):
+        arrays = (x, w) if b is None else (x, w, b)
+        raise DTypeError(f"{op}: input, weight and bias must share one floating dtype, got "
+                         f"{describe(*arrays)}; cast them first (e.g. .astype('float32'))")
+    if not isinstance(groups, int) or groups < 1:
+        raise ArgumentError(f"{op}: groups must be a positive int, got {groups!r}")
+    c = x.shape[1]
+    if in_axis == 1:  # conv2d: w is (out, in/groups, kh, kw)
+        cin, cout = w.shape[1] * groups, w.shape[0]
+        if c % groups or cout % groups:
+            raise ShapeError(f"{op}: groups={groups} must divide both the input channels "
+                             f"({c}) and the output channels ({cout}); input {describe(x)}, "
+                             f"weight {describe(w)}")
+    else:  # conv_transpose2d: w is (in, out/groups, kh, kw)
+        cin, cout = w.shape[0], w.shape[1] * groups
+        if c % groups or cin % groups:
+            raise ShapeError(f"{op}: groups={groups} must divide the input channels ({c}) "
+                             f"and the weight's first axis ({cin}); input {describe(x)}, "
+                             f"weight {describe(w)}")
+    if c != cin:
+        expect = (f"weight.shape[1] * groups = {w.shape[1]} * {groups}" if in_axis == 1
+                  else f"weight.shape[0] = {cin}")
+        raise ShapeError(f"{op}: input has {c} channels but {expect}; input {describe(x)}, "
+                         f"weight {describe(w)}, groups={groups}")
+    if b is not None and tuple(b.shape) != (cout,):
+        raise ShapeError(f"{op}: bias must have shape ({cout},) (one per output channel), "
+                         f"got {describe(b)}; weight {describe(w)}")
+    return cin, cout
+
+
+# ------------------------------------------------------------------ kernels
+#
+# All three work on the geometry of a *convolution* x -> y; conv_transpose2d
+# uses them with its own input as "y" and its output as "x".
+
+
+def _im2col(xp, x, g):
+    """x (N, C, H, W) -> cols (G, Cg*kh*kw, N*Ho*Wo), a contiguous copy."""
+    t, b, left, r = g.pad
+    if t or b or left or r:
+        xpad = xp.zeros(g.padded_shape(), dtype=x.dtype)
+        xpad[:, :, t:t + g.h, left:left + g.w] = x
+    else:
+        xpad = x
+    win = sliding_windows(xp, xpad, (g.kh, g.kw), g.stride, g.dilation)
+    # (N, C, Ho', Wo', kh, kw) -> (N, C, Ho, Wo, kh, kw): a transposed conv's output_padding
+    # (when smaller than the dilation) can leave rows no input pixel reaches
+    win = win[:, :, :g.ho, :g.wo]
+    # (N, C, Ho, Wo, kh, kw) -> (C, kh, kw, N, Ho, Wo): one copy
+    cols = xp.empty((g.c, g.kh, g.kw, g.n, g.ho, g.wo), dtype=x.dtype)
+    for i in range(g.kh):  # kernel offsets only: each copies one shifted (C, N, Ho, Wo) slab
+        for j in range(g.kw):
+            cols[:, i, j] = win[:, :, :, :, i, j].transpose(1, 0, 2, 3)
+    # (C, kh, kw, N, Ho, Wo) -> (G, Cg*kh*kw, N*Ho*Wo)
+    return cols.reshape(g.g, -1, g.n * g.ho * g.wo)
+
+
+def _col2im(xp, gcols, g, dtype):
+    """gcols (G, Cg*kh*kw, N*Ho*Wo) -> gx (N, C, H, W): each window's column
+    added back where it came from, one strided add per kernel offset."""
+    # (G, Cg*kh*kw, N*Ho*Wo) -> (C, kh, kw, N, Ho, Wo)
+    gcols = gcols.reshape(g.c, g.kh, g.kw, g.n, g.ho, g.wo)
+    t, _, left, _ = g.pad
+    sh, sw = g.stride
+    dh, dw = g.dilation
+    _, _, hp, wp = g.padded_shape()
+    gpad = xp.zeros((g.c, g.n, hp, wp), dtype=dtype)  # (C, N, Hp, Wp)
+    hspan, wspan = sh * (g.ho - 1) + 1, sw * (g.wo - 1) + 1
+    for i in range(g.kh):
+        for j in range(g.kw):
+            gpad[:, :, i * dh:i * dh + hspan:sh, j * dw:j * dw + wspan:sw] += gcols[:, i, j]
+    # (C, N, Hp, Wp) -> crop -> (N, C, H, W)
+    return gpad[:, :, t:t + g.h, left:left + g.w].transpose(1, 0, 2, 3)
+
+
+def _gemm_forward(xp, cols, wmat, g):
+    """(G, Og, Kg) @ (G, Kg, N*P) -> (G, Og, N*P) -> (N, O, Ho, Wo) view."""
+    ym = xp.matmul(wmat, cols)
+    # (G, Og, N*P) -> (O, N, Ho, Wo) -> (N, O, Ho, Wo)
+    return ym.reshape(g.o, g.n, g.ho, g.wo).transpose(1, 0, 2, 3)
+
+
+def _to_gmat(xp, gy, g):
+    """gy (N, O, Ho, Wo) -> (G, Og, N*P), contiguous (one small transpose copy)."""
+    gm = xp.ascontiguousarray(gy.transpose(1, 0, 2, 3))  # (N, O, Ho, Wo) -> (O, N, Ho, Wo)
+    return gm.reshape(g.g, g.o // g.g, g.n * g.ho * g.wo)  # -> (G, Og, N*P)
+
+
+def _finish(xp, y, bias, dtype):
+    """A contiguous (N, O, Ho, Wo) result from a transposed view, bias added in the copy."""
+    out = xp.empty(y.shape, dtype=dtype)
+    if bias is None:
+        out[...] = y
+    else:
+        xp.add(y, bias.reshape(1, -1, 1, 1), out=out)
+    return out
+
+
+# --------------------------------------------------------------------- ops
+
+
+def _conv_geom(op, x, w, stride, padding, dilation, groups):
+    g = _Geom()
+    g.n, g.c, g.h, g.w = x.shape
+    g.o, _, g.kh, g.kw = w.shape
+    g.g = groups
+    g.stride = pair(stride, "stride", op)
+    g.dilation = pair(dilation, "dilation", op)
+    g.pad = padding4(padding, op)
+    t, b, left, r = g.pad
+    g.ho = out_size(op, "height", g.h, g.kh, g.stride[0], t, b, g.dilation[0])
+    g.wo = out_size(op, "width", g.w, g.kw, g.stride[1], left, r, g.dilation[1])
+    return g
+
+
+class Conv2d(Function):
+    @staticmethod
+    def forward(ctx, x, w, b, stride=1, padding=0, dilation=1, groups=1):
+        op = "conv2d"
+        _check_common(op, x, w, b, groups, 1, 0)
+        if w.shape[2] < 1 or w.shape[3] < 1:
+            raise ShapeError(f"conv2d: empty kernel in weight {describe(w)}")
+        g = _conv_geom(op, x, w, stride, padding, dilation, groups)
+        xp = ctx.xp
+        nx, nw, _ = ctx.needs_input_grad
+        cols = _im2col(xp, x, g)  # (G, Kg, N*P)
+        wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
+        y = _finish(xp, _gemm_forward(xp, cols, wmat, g), b, x.dtype)
+        ctx.geom = g
+        ctx.save_for_backward(cols if nw else None, w if nx else None)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        cols, w = ctx.saved_tensors
+        nx, nw, nb = ctx.needs_input_grad
+        g = ctx.geom
+        xp = ctx.xp
+        gx = gw = gb = None
+        if nb:
+            gb = gy.sum(axis=(0, 2, 3))
+        if nx or nw:
+            gm = _to_gmat(xp, gy, g)  # (G, Og, N*P)
+            if nw:
+                # (G, Og, N*P) @ (G, N*P, Kg) -> (G, Og, Kg) -> (O, Cg, kh, kw)
+                gw = xp.matmul(gm, cols.transpose(0, 2, 1)).reshape(g.o, -1, g.kh, g.kw)
+            if nx:
+                wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
+                # (G, Kg, Og) @ (G, Og, N*P) -> (G, Kg, N*P)
+                gcols = xp.matmul(wmat.transpose(0, 2, 1), gm)
+                gx = _col2im(xp, gcols, g, gy.dtype)
+        return gx, gw, gb
+
+
+class ConvTranspose2d(Function):
+    @staticmethod
+    def forward(ctx, x, w, b, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+        op = "conv_transpose2d"
+        cin, cout = _check_common(op, x, w, b, groups, 0, 1)
+        n, _, h, wd = x.shape
+        _, _, kh, kw = w.shape
+        sh, sw = pair(stride, "stride", op)
+        dh, dw = pair(dilation, "dilation", op)
+        t, bt, left, r = padding4(padding, op)
+        oph, opw = pair(output_padding, "output_padding", op, minimum=0)
+        if not (oph < max(sh, dh) and opw < max(sw, dw)):
+            raise ArgumentError(f"{op}: output_padding {(oph, opw)} must be smaller than "
+                                f"stride {(sh, sw)} or dilation {(dh, dw)} along each axis")
+        hout = (h - 1) * sh + dh * (kh - 1) + 1 + oph - t - bt
+        wout = (wd - 1) * sw + dw * (kw - 1) + 1 + opw - left - r
+        if hout <= 0 or wout <= 0:
+            raise ShapeError(f"{op}: output size would be {(hout, wout)} for input "
+                             f"{describe(x)}, weight {describe(w)}, stride {(sh, sw)}, "
+                             f"padding/crop {(t, bt, left, r)}: crop less")
+        # the conv2d whose input gradient this is: cout -> cin channels, hout -> h
+        g = _Geom()
+        g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.g = n, cout, hout, wout, cin, kh, kw, groups
+        g.stride, g.dilation, g.pad = (sh, sw), (dh, dw), (t, bt, left, r)
+        g.ho, g.wo = h, wd
+        xp = ctx.xp
+        nx, nw, _ = ctx.needs_input_grad
+        xm = _to_gmat(xp, x, g)  # (N, Cin, H, W) -> (G, Cin/G, N*H*W)
+        wmat = w.reshape(groups, cin // groups, -1)  # (Cin, Cout/G, kh, kw) -> (G, Cin/G, Kg)
+        # (G, Kg, Cin/G) @ (G, Cin/G, N*H*W) -> (G, Kg, N*H*W)
+        gcols = xp.matmul(wmat.transpose(0, 2, 1), xm)
+        y = _finish(xp, _col2im(xp, gcols, g, x.dtype), b, x.dtype)
+        ctx.geom = g
+        ctx.save_for_backward(xm if nw else None, w if nx else None)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        xm, w = ctx.saved_tensors
+        nx, nw, nb = ctx.needs_input_grad
+        g = ctx.geom
+        xp = ctx.xp
+        gx = gw = gb = None
+        if nb:
+            gb = gy.sum(axis=(0, 2, 3))
+        if nx or nw:
+            cols = _im2col(xp, gy, g)  # (N, Cout, Hout, Wout) -> (G, Kg, N*H*W)
+            if nx:
+                wmat = w.reshape(g.g, g.o // g.g, -1)  # (G, Cin/G, Kg)
+                gx = _gemm_forward(xp, cols, wmat, g)  # -> (N, Cin, H, W)
+            if nw:
+                # (G, Cin/G, N*H*W) @ (G, N*H*W, Kg) -> (G, Cin/G, Kg) -> (Cin, Cout/G, kh, kw)
+                gw = xp.matmul(xm, cols.transpose(0, 2, 1)).reshape(g.o, -1, g.kh, g.kw)
+        return gx, gw, gb
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation (PyTorch's ``F.conv2d``, MatConvNet's ``vl_nnconv``).
+
+    ``x`` (N, C, H, W), ``weight`` (O, C/groups, kh, kw), ``bias`` (O,) or None.
+    ``padding``: int, ``(h, w)`` or ``(top, bottom, left, right)``; ``stride``,
+    ``dilation``: int or ``(h, w)``. A filter as large as the padded input is a
+    fully-connected layer (output 1x1).
+
+    >>> y = ops.conv2d(x, w, b, stride=2, padding=(1, 0, 1, 0))  # x (8,3,32,32), w (16,3,3,3)
+    >>> y.shape                                                    # (8, 16, 16, 16)
+    """
+    return Conv2d.apply(x, weight, bias, stride=stride, padding=padding, dilation=dilation,
+                        groups=groups)
+
+
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """Transposed convolution (PyTorch's ``F.conv_transpose2d``): the adjoint of
+    ``conv2d`` with respect to its input, plus bias.
+
+    ``x`` (N, Cin, H, W), ``weight`` (Cin, Cout/groups, kh, kw). Output height
+    ``(H-1)*stride - top - bottom + dilation*(kh-1) + 1 + output_padding``.
+    ``padding`` (int, ``(h, w)`` or ``(top, bottom, left, right)``) crops the output.
+
+    MatConvNet's ``vl_nnconvt(X, F, B, 'Upsample', UP, 'Crop', [T B L R],
+    'NumGroups', G)`` is ``conv_transpose2d(x, w, b, stride=UP, padding=(T, B, L, R),
+    groups=G)``: output height ``UP*(H-1) + FH - T - B``. Its filters
+    ``F (FH, FW, K, D)`` become ``w = F.transpose(3, 2, 0, 1)``, and its
+    ``X (H, W, D, N)`` is ``x = X.transpose(3, 2, 0, 1)``.
+
+    >>> y = ops.conv_transpose2d(x, w, stride=2, padding=(1, 0, 1, 0))  # x (1,4,5,5), w (4,2,3,3)
+    >>> y.shape                                                          # (1, 2, 10, 10)
+    """
+    return ConvTranspose2d.apply(x, weight, bias, stride=stride, padding=padding,
+                                 output_padding=output_padding, groups=groups,
+                                 dilation=dilation)

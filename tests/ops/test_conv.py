@@ -1,0 +1,406 @@
+"""conv2d and conv_transpose2d: gradchecks over generated geometries, forward
+checks against direct-loop references, adjointness, saved-state and error
+tests, and (when installed) agreement with PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tapegrad as tg
+from tapegrad import ops
+from tapegrad.errors import ArgumentError, DTypeError, ShapeError
+from tapegrad.ops import conv as conv_mod
+from tapegrad.testing import directional_gradcheck, gradcheck
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# ----------------------------------------------------------- references
+
+
+def _pad4(p):
+    if isinstance(p, int):
+        return (p, p, p, p)
+    return (p[0], p[0], p[1], p[1]) if len(p) == 2 else tuple(p)
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def ref_conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """Direct loops over output pixels and kernel offsets (slow, obviously right)."""
+    sh, sw = _pair(stride)
+    dh, dw = _pair(dilation)
+    t, bo, le, r = _pad4(padding)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    xp = np.zeros((n, c, h + t + bo, wd + le + r))
+    xp[:, :, t:t + h, le:le + wd] = x
+    ho = (h + t + bo - dh * (kh - 1) - 1) // sh + 1
+    wo = (wd + le + r - dw * (kw - 1) - 1) // sw + 1
+    og = o // groups
+    y = np.zeros((n, o, ho, wo))
+    for gi in range(groups):
+        for oi in range(og):
+            oc = gi * og + oi
+            for i in range(ho):
+                for j in range(wo):
+                    for p in range(kh):
+                        for q in range(kw):
+                            patch = xp[:, gi * cg:(gi + 1) * cg, i * sh + p * dh, j * sw + q * dw]
+                            y[:, oc, i, j] += patch @ w[oc, :, p, q]
+    if b is not None:
+        y += b.reshape(1, -1, 1, 1)
+    return y
+
+
+def ref_conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
+                         dilation=1):
+    """Scatter each input pixel times the kernel into the (padded) output, then crop."""
+    sh, sw = _pair(stride)
+    dh, dw = _pair(dilation)
+    oph, opw = _pair(output_padding)
+    t, bo, le, r = _pad4(padding)
+    n, cin, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    cg = cin // groups
+    hp = (h - 1) * sh + dh * (kh - 1) + 1 + oph
+    wp = (wd - 1) * sw + dw * (kw - 1) + 1 + opw
+    out = np.zeros((n, og * groups, hp, wp))
+    for gi in range(groups):
+        for i in range(h):
+            for j in range(wd):
+                for p in range(kh):
+                    for q in range(kw):
+                        v = x[:, gi * cg:(gi + 1) * cg, i, j] @ w[gi * cg:(gi + 1) * cg, :, p, q]
+                        out[:, gi * og:(gi + 1) * og, i * sh + p * dh, j * sw + q * dw] += v
+    out = out[:, :, t:hp - bo, le:wp - r]
+    if b is not None:
+        out = out + b.reshape(1, -1, 1, 1)
+    return out
+
+
+# ----------------------------------------------------------- geometries
+
+
+@st.composite
+def conv_cases(draw, max_side=7, max_channels=2):
+    """A small valid conv2d geometry with asymmetric padding, groups, dilation."""
+    groups = draw(st.sampled_from([1, 1, 2]))
+    cg = draw(st.integers(1, max_channels))
+    og = draw(st.integers(1, max_channels))
+    kh, kw = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    pad = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    # the padded input covers the kernel at least once
+    h = max(1, span_h - pad[0] - pad[1] + draw(st.integers(0, 3)))
+    w = max(1, span_w - pad[2] - pad[3] + draw(st.integers(0, 3)))
+    h, w = min(h, max_side + 4), min(w, max_side + 4)
+    if h + pad[0] + pad[1] < span_h or w + pad[2] + pad[3] < span_w:
+        h, w = span_h, span_w
+    n = draw(st.integers(1, 2))
+    bias = draw(st.booleans())
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, cg * groups, h, w))
+    wt = rng.standard_normal((og * groups, cg, kh, kw))
+    b = rng.standard_normal(og * groups) if bias else None
+    kw_ = dict(stride=(sh, sw), padding=pad, dilation=(dh, dw), groups=groups)
+    return x, wt, b, kw_
+
+
+def _args(x, w, b):
+    return [x, w] if b is None else [x, w, b]
+
+
+def _fn(op, b, kw):
+    if b is None:
+        return lambda x, w: op(x, w, **kw)
+    return lambda x, w, bb: op(x, w, bb, **kw)
+
+
+# ------------------------------------------------------------- conv2d
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(conv_cases())
+def test_conv2d_forward_matches_loop_reference(case):
+    x, w, b, kw = case
+    y = ops.conv2d(tg.tensor(x), tg.tensor(w), None if b is None else tg.tensor(b), **kw)
+    np.testing.assert_allclose(y.data, ref_conv2d(x, w, b, **kw), rtol=1e-10, atol=1e-10)
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(conv_cases(max_side=5))
+def test_conv2d_gradcheck(case):
+    x, w, b, kw = case
+    gradcheck(_fn(ops.conv2d, b, kw), _args(x, w, b), name="conv2d")
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(conv_cases(max_side=9, max_channels=3))
+def test_conv2d_directional_gradcheck(case):
+    x, w, b, kw = case
+    directional_gradcheck(_fn(ops.conv2d, b, kw), _args(x, w, b), name="conv2d")
+
+
+def test_conv2d_fully_connected():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 2, 4, 5))
+    w = rng.standard_normal((6, 2, 4, 5))  # the filter covers the whole input
+    b = rng.standard_normal(6)
+    y = ops.conv2d(tg.tensor(x), tg.tensor(w), tg.tensor(b))
+    assert y.shape == (3, 6, 1, 1)
+    expect = x.reshape(3, -1) @ w.reshape(6, -1).T + b
+    np.testing.assert_allclose(y.data[:, :, 0, 0], expect, rtol=1e-12)
+    gradcheck(lambda x, w, b: ops.conv2d(x, w, b), [x, w, b])
+
+
+def test_conv2d_depthwise_and_int_args():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 4, 6, 5))
+    w = rng.standard_normal((8, 1, 3, 3))
+    y = ops.conv2d(tg.tensor(x), tg.tensor(w), stride=2, padding=1, dilation=1, groups=4)
+    np.testing.assert_allclose(y.data, ref_conv2d(x, w, None, 2, 1, 1, 4), rtol=1e-10)
+    gradcheck(lambda x, w: ops.conv2d(x, w, stride=2, padding=(1, 2), groups=4), [x, w])
+
+
+def test_conv2d_skips_image_gradient(monkeypatch):
+    calls = []
+    real = conv_mod._col2im
+    monkeypatch.setattr(conv_mod, "_col2im", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(3)
+    x = tg.tensor(rng.standard_normal((2, 3, 6, 6)).astype(np.float32))  # no grad: a first layer
+    w = tg.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), requires_grad=True)
+    b = tg.tensor(np.zeros(4, np.float32), requires_grad=True)
+    y = ops.conv2d(x, w, b, padding=1)
+    cols, saved_w = y._node.saved
+    assert saved_w is None  # the weight is kept only for the input gradient
+    assert cols is not None
+    y.sum().backward()
+    assert calls == []
+    assert x.grad is None and w.grad is not None and b.grad is not None
+
+    # only the input gradient: no columns saved, and no weight/bias gradient
+    x2 = tg.tensor(x.data, requires_grad=True)
+    y2 = ops.conv2d(x2, tg.tensor(w.data), tg.tensor(b.data), padding=1)
+    cols2, saved_w2 = y2._node.saved
+    assert cols2 is None and saved_w2 is not None
+    y2.sum().backward()
+    assert calls == [1] and x2.grad is not None
+
+
+def test_conv2d_float32_stays_float32():
+    rng = np.random.default_rng(4)
+    x = tg.tensor(rng.standard_normal((2, 4, 7, 7)).astype(np.float32), requires_grad=True)
+    w = tg.tensor(rng.standard_normal((6, 2, 3, 3)).astype(np.float32), requires_grad=True)
+    b = tg.tensor(rng.standard_normal(6).astype(np.float32), requires_grad=True)
+    y = ops.conv2d(x, w, b, stride=2, padding=(0, 1, 2, 1), groups=2)
+    assert y.dtype == np.float32
+    y.backward(tg.ones_like(y))
+    for t in (x, w, b):
+        assert t.grad.dtype == np.float32
+    ref = ref_conv2d(x.data.astype(np.float64), w.data.astype(np.float64),
+                     b.data.astype(np.float64), 2, (0, 1, 2, 1), 1, 2)
+    np.testing.assert_allclose(y.data, ref, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------- conv_transpose2d
+
+
+@st.composite
+def adjoint_cases(draw):
+    """A conv2d geometry plus an output_padding that makes conv_transpose2d's
+    output exactly the conv's input size."""
+    x, w, _, kw = draw(conv_cases())
+    (sh, sw), (dh, dw), (t, bo, le, r) = kw["stride"], kw["dilation"], kw["padding"]
+    _, _, h, wd = x.shape
+    kh, kwid = w.shape[2:]
+    ho = (h + t + bo - dh * (kh - 1) - 1) // sh + 1
+    wo = (wd + le + r - dw * (kwid - 1) - 1) // sw + 1
+    oph = h - ((ho - 1) * sh + dh * (kh - 1) + 1 - t - bo)
+    opw = wd - ((wo - 1) * sw + dw * (kwid - 1) + 1 - le - r)
+    return x, w, kw, (oph, opw)
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(adjoint_cases())
+def test_conv_transpose2d_is_the_adjoint_of_conv2d(case):
+    x, w, kw, op = case
+    y = ops.conv2d(tg.tensor(x), tg.tensor(w), **kw).data
+    v = np.random.default_rng(0).standard_normal(y.shape)
+    xt = ops.conv_transpose2d(tg.tensor(v), tg.tensor(w), output_padding=op, **kw).data
+    assert xt.shape == x.shape
+    np.testing.assert_allclose((y * v).sum(), (x * xt).sum(), rtol=1e-10, atol=1e-10)
+
+
+@st.composite
+def transpose_cases(draw):
+    x_conv, w, b, kw = draw(conv_cases())
+    groups = kw["groups"]
+    cin, og = w.shape[0], w.shape[1]  # conv (out, in/g) == transposed (in, out/g)
+    sh, sw = kw["stride"]
+    dh, dw = kw["dilation"]
+    op = (draw(st.integers(0, max(sh, dh) - 1)), draw(st.integers(0, max(sw, dw) - 1)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    h, wd = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    x = rng.standard_normal((x_conv.shape[0], cin, h, wd))
+    b = rng.standard_normal(og * groups) if b is not None else None
+    kh, kwid = w.shape[2:]
+    t, bo, le, r = kw["padding"]
+    hout = (h - 1) * sh + dh * (kh - 1) + 1 + op[0] - t - bo
+    wout = (wd - 1) * sw + dw * (kwid - 1) + 1 + op[1] - le - r
+    if hout <= 0 or wout <= 0:
+        kw = dict(kw, padding=0)
+    return x, w, b, dict(kw, output_padding=op)
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(transpose_cases())
+def test_conv_transpose2d_forward_matches_loop_reference(case):
+    x, w, b, kw = case
+    y = ops.conv_transpose2d(tg.tensor(x), tg.tensor(w), None if b is None else tg.tensor(b),
+                             **kw)
+    np.testing.assert_allclose(y.data, ref_conv_transpose2d(x, w, b, **kw), rtol=1e-10,
+                               atol=1e-10)
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(transpose_cases())
+def test_conv_transpose2d_gradcheck(case):
+    x, w, b, kw = case
+    gradcheck(_fn(ops.conv_transpose2d, b, kw), _args(x, w, b), name="conv_transpose2d")
+
+
+@pytest.mark.parametrize("up,crop,fh,groups", [(2, (0, 0, 0, 0), 4, 1), (2, (1, 0, 0, 1), 3, 1),
+                                               (3, (1, 2, 0, 1), 5, 2), (1, (0, 1, 1, 0), 2, 2)])
+def test_conv_transpose2d_vl_nnconvt_mapping(up, crop, fh, groups):
+    """vl_nnconvt(X, F, B, 'Upsample', UP, 'Crop', crop, 'NumGroups', G):
+    output height UP*(H-1) + FH - cropT - cropB."""
+    rng = np.random.default_rng(5)
+    n, d, k, h, w = 2, 2 * groups, 3, 4, 5
+    x = rng.standard_normal((n, d, h, w))
+    f = rng.standard_normal((fh, fh + 1, k, d))  # MatConvNet's FH x FW x K x D
+    wt = f.transpose(3, 2, 0, 1)  # -> (D, K, FH, FW) = (in, out/groups, kh, kw)
+    b = rng.standard_normal(k * groups)
+    y = ops.conv_transpose2d(tg.tensor(x), tg.tensor(wt), tg.tensor(b), stride=up, padding=crop,
+                             groups=groups)
+    assert y.shape == (n, k * groups, up * (h - 1) + fh - crop[0] - crop[1],
+                       up * (w - 1) + fh + 1 - crop[2] - crop[3])
+    np.testing.assert_allclose(y.data, ref_conv_transpose2d(x, wt, b, up, crop, 0, groups),
+                               rtol=1e-10, atol=1e-10)
+
+
+def test_conv_transpose2d_float32_and_skipped_grads(monkeypatch):
+    calls = []
+    real = conv_mod._im2col
+    monkeypatch.setattr(conv_mod, "_im2col", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(6)
+    x = tg.tensor(rng.standard_normal((2, 4, 3, 3)).astype(np.float32))
+    w = tg.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    b = tg.tensor(np.ones(3, np.float32), requires_grad=True)
+    y = ops.conv_transpose2d(x, w, b, stride=2)
+    assert y.dtype == np.float32 and y.shape == (2, 3, 7, 7)
+    assert y._node.saved == (None, None)  # only the bias needs a gradient: nothing saved
+    y.sum().backward()
+    assert calls == [] and b.grad.dtype == np.float32
+    xg = tg.tensor(x.data, requires_grad=True)
+    wg = tg.tensor(w.data, requires_grad=True)
+    y = ops.conv_transpose2d(xg, wg, stride=2, padding=1, output_padding=1)
+    y.backward(tg.ones_like(y))
+    assert xg.grad.dtype == np.float32 and wg.grad.dtype == np.float32
+
+
+# ------------------------------------------------------------- errors
+
+
+def _t(shape, dtype=np.float32):
+    return tg.tensor(np.zeros(shape, dtype))
+
+
+@pytest.mark.parametrize("make, err, words", [
+    (lambda: ops.conv2d(_t((1, 3, 8, 8)), _t((4, 2, 3, 3))), ShapeError,
+     ["conv2d", "3 channels", "(1, 3, 8, 8) float32", "(4, 2, 3, 3) float32"]),
+    (lambda: ops.conv2d(_t((1, 3, 4, 4)), _t((4, 3, 6, 3))), ShapeError,
+     ["conv2d", "kernel covers 6", "padded input is only 4"]),
+    (lambda: ops.conv2d(_t((1, 3, 4, 4)), _t((4, 3, 3))), ShapeError,
+     ["conv2d", "weight must be 4-D", "(4, 3, 3) float32"]),
+    (lambda: ops.conv2d(_t((1, 3, 4)), _t((4, 3, 3, 3))), ShapeError,
+     ["conv2d", "input must be 4-D", "(1, 3, 4) float32"]),
+    (lambda: ops.conv2d(_t((1, 6, 4, 4)), _t((5, 3, 3, 3)), groups=2), ShapeError,
+     ["conv2d", "groups=2", "output channels (5)"]),
+    (lambda: ops.conv2d(_t((1, 3, 4, 4)), _t((4, 3, 3, 3)), _t((3,))), ShapeError,
+     ["conv2d", "bias", "(4,)", "(3,) float32"]),
+    (lambda: ops.conv2d(_t((1, 3, 4, 4)), _t((4, 3, 3, 3), np.float64)), DTypeError,
+     ["conv2d", "(1, 3, 4, 4) float32", "(4, 3, 3, 3) float64"]),
+    (lambda: ops.conv2d(_t((1, 3, 4, 4)), _t((4, 3, 3, 3)), stride=0), ArgumentError,
+     ["conv2d", "stride"]),
+    (lambda: ops.conv2d(_t((1, 3, 4, 4)), _t((4, 3, 3, 3)), padding=(1, 2, 3)), ArgumentError,
+     ["conv2d", "padding"]),
+    (lambda: ops.conv_transpose2d(_t((1, 3, 2, 2)), _t((3, 2, 3, 3)), stride=1,
+                                  padding=(3, 2, 0, 0)), ShapeError,
+     ["conv_transpose2d", "output size would be (-1, 4)", "(1, 3, 2, 2) float32"]),
+    (lambda: ops.conv_transpose2d(_t((1, 3, 2, 2)), _t((4, 2, 3, 3))), ShapeError,
+     ["conv_transpose2d", "3 channels", "weight.shape[0] = 4"]),
+    (lambda: ops.conv_transpose2d(_t((1, 3, 2, 2)), _t((3, 2, 3, 3)), groups=2), ShapeError,
+     ["conv_transpose2d", "groups=2", "(3)"]),
+    (lambda: ops.conv_transpose2d(_t((1, 3, 2, 2)), _t((3, 2, 3, 3)), _t((3,))), ShapeError,
+     ["conv_transpose2d", "bias", "(2,)"]),
+    (lambda: ops.conv_transpose2d(_t((1, 3, 2, 2)), _t((3, 2, 3))), ShapeError,
+     ["conv_transpose2d", "weight must be 4-D", "(in, out/groups, kh, kw)"]),
+    (lambda: ops.conv_transpose2d(_t((1, 3, 2, 2)), _t((3, 2, 3, 3)), stride=2,
+                                  output_padding=2), ArgumentError,
+     ["conv_transpose2d", "output_padding"]),
+])
+def test_errors(make, err, words):
+    with pytest.raises(err) as info:
+        make()
+    msg = str(info.value)
+    for word in words:
+        assert word in msg, (word, msg)
+
+
+# -------------------------------------------------------------- torch
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1), dict(padding=(2, 1),
+                                dilation=2), dict(stride=(1, 2), groups=2, padding=1)])
+def test_against_torch(kw):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 4, 9, 8))
+    w = rng.standard_normal((6, 4 // kw.get("groups", 1), 3, 3))
+    b = rng.standard_normal(6)
+    gy_shape = F.conv2d(torch.tensor(x), torch.tensor(w), **kw).shape
+    gy = rng.standard_normal(gy_shape)
+    ts = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    F.conv2d(*ts, **kw).backward(torch.tensor(gy))
+    ours = [tg.tensor(a, requires_grad=True) for a in (x, w, b)]
+    y = ops.conv2d(*ours, **kw)
+    y.backward(tg.tensor(gy))
+    np.testing.assert_allclose(y.data, F.conv2d(*[torch.tensor(a) for a in (x, w, b)],
+                                                **kw).numpy(), rtol=1e-10, atol=1e-10)
+    for a, t in zip(ours, ts):
+        np.testing.assert_allclose(a.grad.data, t.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+    # the transposed conv with the same weight, output_padding where the stride allows
+    op = 1 if kw.get("stride", 1) == 2 else 0
+    wt = rng.standard_normal((4, 6 // kw.get("groups", 1), 3, 3))
+    bt = rng.standard_normal(6 // kw.get("groups", 1) * kw.get("groups", 1))
+    ts = [torch.tensor(a, requires_grad=True) for a in (x, wt, bt)]
+    yt = F.conv_transpose2d(*ts, output_padding=op, **kw)
+    gy = rng.standard_normal(yt.shape)
+    yt.backward(torch.tensor(gy))
+    ours = [tg.tensor(a, requires_grad=True) for a in (x, wt, bt)]
+    y = ops.conv_transpose2d(*ours, output_padding=op, **kw)
+    y.backward(tg.tensor(gy))
+    np.testing.assert_allclose(y.data, yt.detach().numpy(), rtol=1e-10, atol=1e-10)
+    for a, t in zip(ours, ts):
+        np.testing.assert_allclose(a.grad.data, t.grad.numpy(), rtol=1e-10, atol=1e-10)
