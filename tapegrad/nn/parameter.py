@@ -23,8 +23,10 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad=True):
         if data is None:
             data = Tensor([], dtype=get_default_dtype())
+        version = [0]
         if isinstance(data, Tensor):
             arr, dev = data.data, data.device
+            version = data._version  # same array, same version counter
         else:
             dev = device_of_array(data) if hasattr(data, "shape") else get_device("cpu")
             arr = _to_array(data, None, dev)
@@ -37,7 +39,7 @@ class Parameter(Tensor):
         self.grad = None
         self._node = None
         self._out_nr = 0
-        self._version = [0]
+        self._version = version
         self._base = None
 
     def __repr__(self):
