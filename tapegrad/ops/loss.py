@@ -244,7 +244,8 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
     ``"BATCH_SIZE"`` N, ``"FULL"`` N*H*W (ignored ones included), ``"NONE"``
     1 (= "sum"). Unlike PyTorch, nothing divides by 0: a batch whose targets
     are all ignored gives loss 0 and gradient 0 (Caffe clamps likewise).
-    Unlike Caffe, the loss is exact (no clamp of ``p`` at FLT_MIN).
+    Unlike Caffe, the loss is exact (no clamp of ``p`` at FLT_MIN). ``weight``
+    (one per class) is a constant: it gets no gradient.
 
     >>> ops.cross_entropy(tapegrad.tensor([[2.0, 0.0]]), np.array([0]))  # log(1 + e^-2)
     """
@@ -592,7 +593,8 @@ def loss(x, c, kind="softmaxlog", instance_weights=None, topk=5, threshold=0.0):
 
     Binary kinds (``c`` of ``x``'s shape, labels ``+1`` / ``-1``, ``0`` = ignore):
 
-    - ``binaryerror``: ``sign(x - threshold) != c`` (zero gradient)
+    - ``binaryerror``: ``sign(x - threshold) != c`` (zero gradient; ``threshold``
+      defaults to 0, use 0.5 for probabilities)
     - ``binarylog``: ``-log(c (x - 0.5) + 0.5)`` (``x`` a probability)
     - ``logistic``: ``log(1 + exp(-c x))`` (stable)
     - ``hinge``: ``max(0, 1 - c x)``
