@@ -85,8 +85,8 @@ def sliding_windows(xp, x, kernel, stride, dilation=(1, 1)):
     ho = (h - dh * (kh - 1) - 1) // sh + 1
     wo = (w - dw * (kw - 1) - 1) // sw + 1
     s0, s1, s2, s3 = x.strides
-    return xp.lib.stride_tricks.as_strided(
-        x, shape=(n, c, ho, wo, kh, kw),
-        strides=(s0, s1, s2 * sh, s3 * sw, s2 * dh, s3 * dw),
-        writeable=False,
-    )
+    shape = (n, c, ho, wo, kh, kw)
+    strides = (s0, s1, s2 * sh, s3 * sw, s2 * dh, s3 * dw)
+    if xp.__name__ == "numpy":  # CuPy's as_strided has no `writeable`
+        return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides, writeable=False)
+    return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
