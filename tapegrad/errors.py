@@ -36,6 +36,14 @@ class ArgumentError(TapegradError, ValueError):
     """An option has a value the op does not accept."""
 
 
+class StateDictError(TapegradError, RuntimeError):
+    """``load_state_dict`` found missing/unexpected keys or mismatched shapes."""
+
+
+class SerializationError(TapegradError, ValueError):
+    """A file is not a readable tapegrad checkpoint, or an object cannot be saved."""
+
+
 def describe(*arrays) -> str:
     """``"(2, 3) float32, (3,) float64"`` for error messages."""
     parts = []

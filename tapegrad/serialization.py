@@ -23,7 +23,7 @@ import zipfile
 import numpy as np
 
 from .device import device_of_array, get_device
-from .errors import TapegradError
+from .errors import SerializationError
 from .tensor import Tensor, _wrap
 
 __all__ = ["save", "load", "SerializationError"]
@@ -31,10 +31,6 @@ __all__ = ["save", "load", "SerializationError"]
 _META = "__tapegrad__"
 _FORMAT = "tapegrad-npz"
 _VERSION = 1
-
-
-class SerializationError(TapegradError, ValueError):
-    """A file is not a readable tapegrad checkpoint, or an object cannot be saved."""
 
 
 def _host(a):

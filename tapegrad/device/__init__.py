@@ -65,6 +65,16 @@ class Device:
 
     __hash__ = object.__hash__
 
+    # devices are interned singletons: copies and unpickling give the same one
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        return (get_device, (str(self),))
+
     def use(self):
         """Context manager that makes this device current (a no-op on CPU)."""
         if self.type == "cuda":

@@ -7,13 +7,12 @@ or a Module to an attribute registers it; traversal, ``state_dict``,
 
 from __future__ import annotations
 
-import copy
 from collections import OrderedDict, namedtuple
 
 import numpy as np
 
 from ..device import get_device
-from ..errors import TapegradError
+from ..errors import StateDictError
 from ..tape import no_grad
 from ..tensor import Tensor
 from .parameter import Parameter, move_array
@@ -21,10 +20,6 @@ from .parameter import Parameter, move_array
 __all__ = ["Module", "StateDictError", "IncompatibleKeys"]
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
-
-
-class StateDictError(TapegradError, RuntimeError):
-    """``load_state_dict`` found missing/unexpected keys or mismatched shapes."""
 
 
 def _shape(v) -> tuple:
@@ -344,19 +339,6 @@ class Module:
 
     def double(self):
         return self.to(dtype=np.float64)
-
-    def __deepcopy__(self, memo):
-        # Devices are interned singletons holding the array module, which
-        # cannot be copied: make every tensor's copy point at the same Device.
-        for t in list(self.parameters()) + list(self.buffers()):
-            memo.setdefault(id(t.device), t.device)
-            if t.grad is not None:
-                memo.setdefault(id(t.grad.device), t.grad.device)
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        for k, v in self.__dict__.items():
-            new.__dict__[k] = copy.deepcopy(v, memo)
-        return new
 
     # ----------------------------------------------------------------- repr
     def extra_repr(self) -> str:
