@@ -29,6 +29,8 @@ same three kernels with the roles of forward and input gradient swapped.
 
 from __future__ import annotations
 
+import threading
+
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ._windows import out_size, padding4, pair, sliding_windows
@@ -88,15 +90,49 @@ def _check_common(op, x, w, b, groups, in_axis, out_axis):
 
 # ------------------------------------------------------------------ kernels
 #
-# All three work on the geometry of a *convolution* x -> y; conv_transpose2d
+# All of them work on the geometry of a *convolution* x -> y; conv_transpose2d
 # uses them with its own input as "y" and its output as "x".
+#
+# Temporaries that never leave this module (padded input, GEMM results before
+# their NCHW copy, col2im's accumulator, columns nobody saves) live in reused
+# per-thread scratch buffers on NumPy: a fresh multi-megabyte array costs a
+# page fault per 4 KiB on first touch, which measured as much as the GEMMs in
+# small layers. CuPy has its own memory pool, so it allocates as usual.
 
 
-def _im2col(xp, x, g):
-    """x (N, C, H, W) -> cols (G, Cg*kh*kw, N*Ho*Wo), a contiguous copy."""
+class _ScratchStore(threading.local):
+    def __init__(self):
+        self.bufs = {}
+
+
+_store = _ScratchStore()
+_SCRATCH_MAX = 12  # buffers kept per thread (oldest dropped first)
+
+
+def _scratch(xp, key, shape, dtype, zero=False):
+    """A work buffer for ``key``; its contents are garbage unless ``zero``."""
+    if xp.name != "numpy":
+        return xp.zeros(shape, dtype=dtype) if zero else xp.empty(shape, dtype=dtype)
+    k = (key, shape, dtype)
+    bufs = _store.bufs
+    buf = bufs.pop(k, None)
+    if buf is None:
+        if len(bufs) >= _SCRATCH_MAX:
+            bufs.pop(next(iter(bufs)))
+        buf = xp.zeros(shape, dtype=dtype)
+    elif zero:
+        buf.fill(0)
+    bufs[k] = buf  # most recently used last
+    return buf
+
+
+def _im2col(xp, x, g, keep=False):
+    """x (N, C, H, W) -> cols (G, Cg*kh*kw, N*Ho*Wo), contiguous; a fresh array
+    if ``keep`` (to be saved), else a scratch buffer."""
     t, b, left, r = g.pad
     if t or b or left or r:
-        xpad = xp.zeros(g.padded_shape(), dtype=x.dtype)
+        # the key holds the padding, so the untouched border stays zero between uses
+        xpad = _scratch(xp, ("xpad", g.pad), g.padded_shape(), x.dtype)
         xpad[:, :, t:t + g.h, left:left + g.w] = x
     else:
         xpad = x
@@ -104,25 +140,27 @@ def _im2col(xp, x, g):
     # (N, C, Ho', Wo', kh, kw) -> (N, C, Ho, Wo, kh, kw): a transposed conv's output_padding
     # (when smaller than the dilation) can leave rows no input pixel reaches
     win = win[:, :, :g.ho, :g.wo]
-    # (N, C, Ho, Wo, kh, kw) -> (C, kh, kw, N, Ho, Wo): one copy
-    cols = xp.empty((g.c, g.kh, g.kw, g.n, g.ho, g.wo), dtype=x.dtype)
+    shape = (g.c, g.kh, g.kw, g.n, g.ho, g.wo)
+    cols = xp.empty(shape, dtype=x.dtype) if keep else _scratch(xp, "cols", shape, x.dtype)
     for i in range(g.kh):  # kernel offsets only: each copies one shifted (C, N, Ho, Wo) slab
         for j in range(g.kw):
+            # (N, C, Ho, Wo) window slab -> (C, N, Ho, Wo)
             cols[:, i, j] = win[:, :, :, :, i, j].transpose(1, 0, 2, 3)
     # (C, kh, kw, N, Ho, Wo) -> (G, Cg*kh*kw, N*Ho*Wo)
     return cols.reshape(g.g, -1, g.n * g.ho * g.wo)
 
 
 def _col2im(xp, gcols, g, dtype):
-    """gcols (G, Cg*kh*kw, N*Ho*Wo) -> gx (N, C, H, W): each window's column
-    added back where it came from, one strided add per kernel offset."""
+    """gcols (G, Cg*kh*kw, N*Ho*Wo) -> gx (N, C, H, W), a view of a scratch
+    buffer: each window's column added back where it came from, one strided
+    add per kernel offset."""
     # (G, Cg*kh*kw, N*Ho*Wo) -> (C, kh, kw, N, Ho, Wo)
     gcols = gcols.reshape(g.c, g.kh, g.kw, g.n, g.ho, g.wo)
     t, _, left, _ = g.pad
     sh, sw = g.stride
     dh, dw = g.dilation
     _, _, hp, wp = g.padded_shape()
-    gpad = xp.zeros((g.c, g.n, hp, wp), dtype=dtype)  # (C, N, Hp, Wp)
+    gpad = _scratch(xp, "gpad", (g.c, g.n, hp, wp), dtype, zero=True)  # (C, N, Hp, Wp)
     hspan, wspan = sh * (g.ho - 1) + 1, sw * (g.wo - 1) + 1
     for i in range(g.kh):
         for j in range(g.kw):
@@ -132,20 +170,75 @@ def _col2im(xp, gcols, g, dtype):
 
 
 def _gemm_forward(xp, cols, wmat, g):
-    """(G, Og, Kg) @ (G, Kg, N*P) -> (G, Og, N*P) -> (N, O, Ho, Wo) view."""
-    ym = xp.matmul(wmat, cols)
+    """(G, Og, Kg) @ (G, Kg, N*P) -> (G, Og, N*P) -> (N, O, Ho, Wo), a view of
+    a scratch buffer."""
+    ym = xp.matmul(wmat, cols, out=_scratch(xp, "ym", (g.g, g.o // g.g, cols.shape[2]),
+                                            cols.dtype))
     # (G, Og, N*P) -> (O, N, Ho, Wo) -> (N, O, Ho, Wo)
     return ym.reshape(g.o, g.n, g.ho, g.wo).transpose(1, 0, 2, 3)
 
 
-def _to_gmat(xp, gy, g):
-    """gy (N, O, Ho, Wo) -> (G, Og, N*P), contiguous (one small transpose copy)."""
-    gm = xp.ascontiguousarray(gy.transpose(1, 0, 2, 3))  # (N, O, Ho, Wo) -> (O, N, Ho, Wo)
+def _weight_grad(xp, gm, cols, g):
+    """gW = gy @ cols^T: (G, Kg, N*P) @ (G, N*P, Og) -> (G, Kg, Og) -> (O, Cg, kh, kw).
+
+    Computed as cols @ gm^T (K rows) -- faster with OpenBLAS than gm @ cols^T
+    (O rows) for the benchmark geometries; the result is small to transpose."""
+    gwt = xp.matmul(cols, gm.transpose(0, 2, 1))
+    # (G, Kg, Og) -> (G, Og, Kg) -> (O, Cg, kh, kw)
+    return gwt.transpose(0, 2, 1).reshape(g.o, g.c // g.g, g.kh, g.kw)
+
+
+def _input_grad(xp, gy, w, g, gm=None):
+    """The conv's input gradient (and a transposed conv's forward):
+    gy (N, O, Ho, Wo), w (O, Cg, kh, kw) -> (N, C, H, W), a view of a scratch
+    buffer (copy it out with :func:`_finish`). ``gm``: gy as :func:`_to_gmat`.
+
+    Stride 1 with few output channels: a full correlation of gy with the
+    flipped, transposed kernel -- one im2col of gy and one GEMM, no scatter.
+    Otherwise: gcols = W^T @ gy, then col2im. The im2col of gy copies O*kh*kw
+    values per input pixel, col2im reads and writes C*kh*kw; the scatter's
+    read-modify-write passes cost about twice a copy, hence ``O <= 2*C``.
+    """
+    if g.stride == (1, 1) and g.o <= 2 * g.c:
+        dh, dw = g.dilation
+        t, b, left, r = g.pad
+        # pad gy by span-1-pad before and so that the result is (H, W) after (span-1-pad,
+        # plus a transposed conv's output_padding); a negative amount crops instead
+        pt, pb = dh * (g.kh - 1) - t, g.h - g.ho + t
+        pl, pr = dw * (g.kw - 1) - left, g.w - g.wo + left
+        gy = gy[:, :, max(0, -pt):g.ho - max(0, -pb), max(0, -pl):g.wo - max(0, -pr)]
+        f = _Geom()
+        f.n, f.c, f.h, f.w = gy.shape
+        f.o, f.kh, f.kw, f.g = g.c, g.kh, g.kw, g.g
+        f.stride, f.dilation = (1, 1), g.dilation
+        f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
+        f.ho, f.wo = g.h, g.w
+        og, cg = g.o // g.g, g.c // g.g
+        # flipped kernel, in and out swapped within each group:
+        # (O, Cg, kh, kw) -> (G, Og, Cg, kh, kw) -> (G, Cg, Og, kh, kw) -> (G, Cg, Og*kh*kw)
+        wf = w.reshape(g.g, og, cg, g.kh, g.kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
+        wf = xp.ascontiguousarray(wf).reshape(g.g, cg, -1)
+        return _gemm_forward(xp, _im2col(xp, gy, f), wf, f)
+    if gm is None:
+        gm = _to_gmat(xp, gy, g)
+    wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
+    # (G, Kg, Og) @ (G, Og, N*P) -> (G, Kg, N*P)
+    gcols = xp.matmul(wmat.transpose(0, 2, 1), gm,
+                      out=_scratch(xp, "gcols", (g.g, wmat.shape[2], gm.shape[2]), gy.dtype))
+    return _col2im(xp, gcols, g, gy.dtype)
+
+
+def _to_gmat(xp, gy, g, keep=False):
+    """gy (N, O, Ho, Wo) -> (G, Og, N*P), contiguous (one small transpose copy);
+    a fresh array if ``keep``, else a scratch buffer."""
+    shape = (g.o, g.n, g.ho, g.wo)
+    gm = xp.empty(shape, dtype=gy.dtype) if keep else _scratch(xp, "gm", shape, gy.dtype)
+    gm[...] = gy.transpose(1, 0, 2, 3)  # (N, O, Ho, Wo) -> (O, N, Ho, Wo)
     return gm.reshape(g.g, g.o // g.g, g.n * g.ho * g.wo)  # -> (G, Og, N*P)
 
 
 def _finish(xp, y, bias, dtype):
-    """A contiguous (N, O, Ho, Wo) result from a transposed view, bias added in the copy."""
+    """A fresh contiguous (N, O, Ho, Wo) copy of a (scratch) view, bias added in the copy."""
     out = xp.empty(y.shape, dtype=dtype)
     if bias is None:
         out[...] = y
@@ -181,7 +274,7 @@ class Conv2d(Function):
         g = _conv_geom(op, x, w, stride, padding, dilation, groups)
         xp = ctx.xp
         nx, nw, _ = ctx.needs_input_grad
-        cols = _im2col(xp, x, g)  # (G, Kg, N*P)
+        cols = _im2col(xp, x, g, keep=nw)  # (G, Kg, N*P), saved for the weight gradient
         wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
         y = _finish(xp, _gemm_forward(xp, cols, wmat, g), b, x.dtype)
         ctx.geom = g
@@ -197,16 +290,11 @@ class Conv2d(Function):
         gx = gw = gb = None
         if nb:
             gb = gy.sum(axis=(0, 2, 3))
-        if nx or nw:
-            gm = _to_gmat(xp, gy, g)  # (G, Og, N*P)
-            if nw:
-                # (G, Og, N*P) @ (G, N*P, Kg) -> (G, Og, Kg) -> (O, Cg, kh, kw)
-                gw = xp.matmul(gm, cols.transpose(0, 2, 1)).reshape(g.o, -1, g.kh, g.kw)
-            if nx:
-                wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
-                # (G, Kg, Og) @ (G, Og, N*P) -> (G, Kg, N*P)
-                gcols = xp.matmul(wmat.transpose(0, 2, 1), gm)
-                gx = _col2im(xp, gcols, g, gy.dtype)
+        gm = _to_gmat(xp, gy, g) if nw else None  # (G, Og, N*P)
+        if nw:
+            gw = _weight_grad(xp, gm, cols, g)
+        if nx:
+            gx = _finish(xp, _input_grad(xp, gy, w, g, gm), None, gy.dtype)
         return gx, gw, gb
 
 
@@ -237,13 +325,11 @@ class ConvTranspose2d(Function):
         g.ho, g.wo = h, wd
         xp = ctx.xp
         nx, nw, _ = ctx.needs_input_grad
-        xm = _to_gmat(xp, x, g)  # (N, Cin, H, W) -> (G, Cin/G, N*H*W)
-        wmat = w.reshape(groups, cin // groups, -1)  # (Cin, Cout/G, kh, kw) -> (G, Cin/G, Kg)
-        # (G, Kg, Cin/G) @ (G, Cin/G, N*H*W) -> (G, Kg, N*H*W)
-        gcols = xp.matmul(wmat.transpose(0, 2, 1), xm)
-        y = _finish(xp, _col2im(xp, gcols, g, x.dtype), b, x.dtype)
+        y = _finish(xp, _input_grad(xp, x, w, g), b, x.dtype)
+        # (N, Cin, H, W) -> (G, Cin/G, N*H*W), kept for the weight gradient
+        xm = _to_gmat(xp, x, g, keep=True) if nw else None
         ctx.geom = g
-        ctx.save_for_backward(xm if nw else None, w if nx else None)
+        ctx.save_for_backward(xm, w if nx else None)
         return y
 
     @staticmethod
@@ -259,10 +345,9 @@ class ConvTranspose2d(Function):
             cols = _im2col(xp, gy, g)  # (N, Cout, Hout, Wout) -> (G, Kg, N*H*W)
             if nx:
                 wmat = w.reshape(g.g, g.o // g.g, -1)  # (G, Cin/G, Kg)
-                gx = _gemm_forward(xp, cols, wmat, g)  # -> (N, Cin, H, W)
+                gx = _finish(xp, _gemm_forward(xp, cols, wmat, g), None, gy.dtype)
             if nw:
-                # (G, Cin/G, N*H*W) @ (G, N*H*W, Kg) -> (G, Cin/G, Kg) -> (Cin, Cout/G, kh, kw)
-                gw = xp.matmul(xm, cols.transpose(0, 2, 1)).reshape(g.o, -1, g.kh, g.kw)
+                gw = _weight_grad(xp, xm, cols, g)  # -> (Cin, Cout/G, kh, kw)
         return gx, gw, gb
 
 

@@ -173,8 +173,8 @@ def test_conv2d_depthwise_and_int_args():
 
 def test_conv2d_skips_image_gradient(monkeypatch):
     calls = []
-    real = conv_mod._col2im
-    monkeypatch.setattr(conv_mod, "_col2im", lambda *a: calls.append(1) or real(*a))
+    real = conv_mod._input_grad
+    monkeypatch.setattr(conv_mod, "_input_grad", lambda *a: calls.append(1) or real(*a))
     rng = np.random.default_rng(3)
     x = tg.tensor(rng.standard_normal((2, 3, 6, 6)).astype(np.float32))  # no grad: a first layer
     w = tg.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), requires_grad=True)
@@ -404,3 +404,27 @@ def test_against_torch(kw):
     np.testing.assert_allclose(y.data, yt.detach().numpy(), rtol=1e-10, atol=1e-10)
     for a, t in zip(ours, ts):
         np.testing.assert_allclose(a.grad.data, t.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_scratch_buffers_do_not_leak_into_results():
+    """Work buffers are reused between calls; results and saved arrays must not be."""
+    rng = np.random.default_rng(8)
+    w = tg.tensor(rng.standard_normal((4, 3, 3, 3)), requires_grad=True)
+    xs = [tg.tensor(rng.standard_normal((2, 3, 6, 6)), requires_grad=True) for _ in range(2)]
+    for stride in (1, 2):
+        ys = [ops.conv2d(x, w, stride=stride, padding=(1, 0, 2, 1)) for x in xs]
+        firsts = [y.data.copy() for y in ys]
+        gys = [rng.standard_normal(y.shape) for y in ys]
+        for y, gy in zip(ys, gys):
+            y.backward(tg.tensor(gy))
+        for x, y, y0 in zip(xs, ys, firsts):
+            np.testing.assert_array_equal(y.data, y0)
+            ref = ref_conv2d(x.data, w.data, None, stride, (1, 0, 2, 1))
+            np.testing.assert_allclose(y.data, ref, rtol=1e-10, atol=1e-10)
+        gx0 = xs[0].grad.data.copy()
+        ops.conv_transpose2d(tg.tensor(rng.standard_normal((2, 4, 3, 3))),
+                             tg.tensor(rng.standard_normal((4, 3, 3, 3))), stride=stride)
+        np.testing.assert_array_equal(xs[0].grad.data, gx0)
+        for x in xs:
+            x.grad = None
+        w.grad = None
