@@ -7,6 +7,9 @@ repeats after a warm-up, in float32. PyTorch runs in the same process with
 tapegrad / PyTorch (below 1 is faster). Ops that do not exist yet print n/a.
 
     python benchmarks/bench_layers.py [--device cpu|cuda] [--repeats 30] [--only conv]
+
+The min columns are the best repeat of each side: less sensitive to other
+processes on a shared machine than the medians.
 """
 
 from __future__ import annotations
@@ -65,17 +68,26 @@ def _blas():
         return "see above"
 
 
-def _time(run, repeats, sync):
-    for _ in range(max(3, repeats // 10)):  # warm-up
-        run()
-    sync()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        run()
+def _time_pair(ours, theirs, repeats, sync_ours, sync_theirs, rounds=3):
+    """Median and min (ms) of each side. The two alternate in ``rounds`` blocks
+    with short pauses, so both see the same background load, and OpenBLAS's and
+    PyTorch's OpenMP worker threads (which spin a while after each call) do not
+    compete for the cores with the other library's timed block."""
+    sides = [(ours, sync_ours, [])] + ([(theirs, sync_theirs, [])] if theirs else [])
+    for run, sync, _ in sides:  # warm-up
+        for _ in range(max(3, repeats // 10)):
+            run()
         sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    block = max(1, repeats // rounds)
+    for _ in range(rounds):
+        for run, sync, times in sides:
+            time.sleep(0.3)  # OpenBLAS workers spin ~0.1 s after a call
+            for _ in range(block):
+                t0 = time.perf_counter()
+                run()
+                sync()
+                times.append(time.perf_counter() - t0)
+    return [(statistics.median(t) * 1e3, min(t) * 1e3) for _, _, t in sides]
 
 
 # ------------------------------------------------------------------ cases
@@ -206,10 +218,14 @@ def main():
               f"interop threads {torch.get_num_interop_threads()}")
     else:
         print("torch: not installed")
-    print(f"device {device}, float32, fwd+bwd (input requires grad), median of "
-          f"{args.repeats} repeats")
+    print(f"device {device}, float32, fwd+bwd (input requires grad), {args.repeats} repeats "
+          "each, in 3 alternating blocks; ratio = tapegrad / torch")
+    print(f"load average before the run: {os.getloadavg()[0]:.2f} "
+          "(other processes on these cores skew both columns)")
     print()
-    print(f"{'layer':32s} {'tapegrad ms':>12s} {'torch ms':>10s} {'ratio':>7s}")
+    print(f"{'':32s} {'--------- median ---------':>31s} {'---------- min ----------':>27s}")
+    print(f"{'layer':32s} {'tapegrad ms':>12s} {'torch ms':>10s} {'ratio':>7s} "
+          f"{'tapegrad':>9s} {'torch':>9s} {'ratio':>7s}")
 
     rows = [(lbl, (lambda a=a: case_conv(*a, rng, device, torch, tdev)))
             for lbl, *a in CONVS]
@@ -227,13 +243,14 @@ def main():
         if ours is None:
             print(f"{label:32s} {'n/a':>12s} {'':>10s} {'':>7s}  (op not in tapegrad.ops yet)")
             continue
-        t_ours = _time(ours, args.repeats, sync_ours)
+        res = _time_pair(ours, theirs, args.repeats, sync_ours, sync_theirs)
+        (t_ours, m_ours) = res[0]
         if theirs is not None:
-            t_theirs = _time(theirs, args.repeats, sync_theirs)
-            print(f"{label:32s} {t_ours:12.3f} {t_theirs:10.3f} {t_ours / t_theirs:7.2f}")
+            (t_theirs, m_theirs) = res[1]
+            print(f"{label:32s} {t_ours:12.3f} {t_theirs:10.3f} {t_ours / t_theirs:7.2f} "
+                  f"{m_ours:9.3f} {m_theirs:9.3f} {m_ours / m_theirs:7.2f}")
         else:
-            print(f"{label:32s} {t_ours:12.3f} {'n/a':>10s} {'':>7s}")
-
+            print(f"{label:32s} {t_ours:12.3f} {'n/a':>10s} {'':>7s} {m_ours:9.3f}")
 
 if __name__ == "__main__":
     main()
