@@ -7,6 +7,7 @@ repeats after a warm-up, in float32. PyTorch runs in the same process with
 tapegrad / PyTorch (below 1 is faster). Ops that do not exist yet print n/a.
 
     python benchmarks/bench_layers.py [--device cpu|cuda] [--repeats 30] [--only conv]
+                                      [--threads N]
 
 The min columns are the best repeat of each side: less sensitive to other
 processes on a shared machine than the medians.
@@ -189,13 +190,22 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--only", default="", help="run only rows whose label contains this")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="threads for PyTorch and (via threadpoolctl) NumPy's BLAS; "
+                         "default: all cores")
     args = ap.parse_args()
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(args.threads, user_api="blas")
+    except ImportError:
+        pass
     device = args.device
     rng = np.random.default_rng(0)
     try:
         import torch
 
-        torch.set_num_threads(os.cpu_count() or 1)
+        torch.set_num_threads(args.threads)
         tdev = "cuda" if device == "cuda" else "cpu"
         if device == "cuda" and not torch.cuda.is_available():
             print("torch: CUDA not available, PyTorch column skipped")
