@@ -1,0 +1,145 @@
+"""`tapegrad train` / `tapegrad eval`: short runs, artifacts, resume, errors."""
+
+import csv
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tapegrad
+from tapegrad.cli import main
+from tapegrad.cli import train as train_mod
+
+pytest.importorskip("sklearn")  # the digits dataset ships with scikit-learn
+
+QUICK = ["-q", "--train-samples", "400", "--test-samples", "200"]
+
+
+def _metrics(folder):
+    with open(os.path.join(folder, "metrics.csv"), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_short_training_learns(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    assert main(["train", "--out", out, "--epochs", "2", *QUICK]) == 0
+    rows = _metrics(out)
+    assert [int(r["epoch"]) for r in rows] == [1, 2]
+    assert float(rows[1]["train_loss"]) < float(rows[0]["train_loss"])
+    assert float(rows[1]["test_loss"]) < np.log(10)  # below chance-level cross-entropy
+    assert float(rows[1]["test_acc"]) > 0.5  # chance is 0.1
+    text = capsys.readouterr().out
+    assert "epoch   2/2" in text and "test acc" in text and "img/s" in text
+    assert "done: test accuracy" in text
+
+
+def test_artifacts_resume_and_eval(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    assert main(["train", "--out", out, "--epochs", "1", "--schedule", "constant",
+                 *QUICK]) == 0
+    ckpt = tapegrad.load(os.path.join(out, "model.npz"))
+    assert int(ckpt["epoch"]) == 1
+    assert ckpt["args"]["model"] == "lenet" and ckpt["args"]["data"] == "digits"
+    assert "0.weight" in ckpt["model"] and "state" in ckpt["optimizer"]
+    pytest.importorskip("matplotlib")
+    assert os.path.getsize(os.path.join(out, "curves.png")) > 0
+
+    # resume to epoch 3: settings come from the checkpoint
+    assert main(["train", "--out", out, "--epochs", "3", "--resume", "-q"]) == 0
+    assert [int(r["epoch"]) for r in _metrics(out)] == [1, 2, 3]
+    assert int(tapegrad.load(os.path.join(out, "model.npz"))["epoch"]) == 3
+
+    # an uninterrupted 3-epoch run gives the same numbers
+    straight = str(tmp_path / "straight")
+    assert main(["train", "--out", straight, "--epochs", "3", "--schedule", "constant",
+                 *QUICK]) == 0
+    for a, b in zip(_metrics(out), _metrics(straight)):
+        for k in ("train_loss", "test_loss", "test_acc"):
+            assert float(a[k]) == pytest.approx(float(b[k]), rel=1e-5)
+
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", out, "--test-samples", "200"]) == 0
+    text = capsys.readouterr().out
+    acc = float(text.split("test accuracy ")[1].split("%")[0])
+    assert acc == pytest.approx(100 * float(_metrics(out)[-1]["test_acc"]), abs=0.01)
+    assert "confusion matrix" in text
+    # the matrix's counts add up to the test samples evaluated
+    rows = [line.split() for line in text.splitlines() if line.strip()[:1].isdigit()
+            and len(line.split()) == 11]
+    assert len(rows) == 10
+    assert sum(int(v) for r in rows for v in r[1:]) == 200
+
+
+def test_keyboard_interrupt_saves_checkpoint(tmp_path, capsys, monkeypatch):
+    real = train_mod.train_epoch
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_mod, "train_epoch", interrupted)
+    out = str(tmp_path / "run")
+    assert main(["train", "--out", out, "--epochs", "5", *QUICK]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("interrupted: checkpoint saved")
+    assert int(tapegrad.load(os.path.join(out, "model.npz"))["epoch"]) == 1
+    assert len(_metrics(out)) == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--model", "resnet"], "invalid choice: 'resnet'"),
+    (["train", "--epochs", "-3"], "--epochs: must be a positive integer"),
+    (["train", "--epochs", "two"], "expected a positive integer"),
+    (["train", "--lr", "0"], "--lr: must be > 0"),
+    (["train", "--data", "mnist"], "--data mnist needs --data-dir"),
+    (["train", "--data", "mnist", "--data-dir", "/no/such/dir"], "is not a folder"),
+    (["train", "--resume", "--out", "/no/such/run"], "no checkpoint at"),
+    (["eval", "--checkpoint", "/no/such/model.npz"], "no checkpoint at"),
+    (["eval"], "--checkpoint"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_arguments_one_line_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_mnist_folder_without_files(tmp_path, capsys):
+    assert main(["train", "--data", "mnist", "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "train-images-idx3-ubyte" in err and "yann.lecun.com" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_cuda_without_cupy(tmp_path, capsys):
+    if tapegrad.cupy_available():
+        pytest.skip("CuPy and a GPU are available here")
+    assert main(["train", "--device", "cuda", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "CuPy" in err and len(err.splitlines()) == 1
+
+
+def test_resume_with_other_model_refused(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    assert main(["train", "--out", out, "--epochs", "1", *QUICK]) == 0
+    capsys.readouterr()
+    assert main(["train", "--out", out, "--epochs", "2", "--resume", "--model", "mlp"]) == 2
+    assert "trained --model lenet" in capsys.readouterr().err
+    assert main(["train", "--out", out, "--epochs", "1", "--resume"]) == 2
+    assert "already trained 1 epoch" in capsys.readouterr().err
+
+
+def test_python_dash_m_entry_point(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tapegrad", "train", "--model", "nope"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "invalid choice" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "tapegrad", "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and "train" in proc.stdout and "eval" in proc.stdout
