@@ -22,11 +22,14 @@ from .creation import (
     zeros_like,
 )
 from .device import Device, cupy_available, get_array_module, get_device
+from .device.host_memory import tune_malloc
 from .random import manual_seed
 from .tape import Function, backward, enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, get_default_dtype, set_default_dtype, tensor
 
 __version__ = "0.1.0"
+
+tune_malloc()  # large temporaries reuse heap memory instead of page-faulting (see its doc)
 
 _SUBMODULES = {"nn", "optim", "data", "testing"}
 _LAZY = {"save": "serialization", "load": "serialization"}

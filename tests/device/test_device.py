@@ -73,3 +73,14 @@ def test_cuda_roundtrip_and_grad():
     assert back.device == "cpu"
     spec = kernels.elementwise("tg_test_scale", "T x", "T y", "y = x * 2")
     np.testing.assert_allclose(spec(x.data).get(), 2 * np.arange(4.0))
+
+
+def test_malloc_tuning_can_be_switched_off():
+    code = ("import tapegrad.device.host_memory as h, tapegrad; "
+            "print(h._applied)")
+    import os
+
+    env = dict(os.environ, TAPEGRAD_KEEP_MALLOC="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env)
+    assert out.stdout.strip() == "False"
