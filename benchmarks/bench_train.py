@@ -1,0 +1,377 @@
+"""Full SGD-momentum training steps (zero_grad, forward, loss, backward, step):
+
+  lenet      Caffe's LeNet, batch 64, 1x28x28 float32 inputs
+  vgg-small  conv3x3-32 BN ReLU, conv3x3-32 BN ReLU, max pool 2, conv3x3-64 BN
+             ReLU, conv3x3-64 BN ReLU, max pool 2, dropout 0.5, linear 4096->256,
+             ReLU, linear 256->10; batch 32, 3x32x32
+
+Prints ms/step (median after warm-up) and images/s for tapegrad and, in the
+same run when torch is installed, the same nets in PyTorch (same thread
+count), their ratio, and the fraction of the machine's float32 GEMM rate
+(measured here with numpy) that the step's conv/linear FLOPs represent
+(forward + backward MACs x 2). Then each tapegrad step's peak memory
+(tracemalloc: NumPy allocations are tracked), the arrays the tape actually
+saved, and an estimate of what backward needs (saved activations plus one
+im2col buffer per conv layer).
+
+    python benchmarks/bench_train.py [--steps 21] [--warmup 3] [--nets lenet,vgg-small]
+                                     [--device cpu|cuda] [--threads N] [--profile]
+
+The steps of tapegrad and PyTorch alternate in blocks, and the min columns
+(best step) are less sensitive than the medians to other processes on a
+shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+import tapegrad as tg
+
+# ------------------------------------------------------------------ the nets
+# One spec per net; tapegrad and torch models, FLOPs and memory estimates
+# are all derived from it.
+LENET = [("conv", 1, 20, 5, 0), ("maxpool", 2), ("conv", 20, 50, 5, 0), ("maxpool", 2),
+         ("flatten",), ("linear", 800, 500), ("relu",), ("linear", 500, 10)]
+VGG_SMALL = [("conv", 3, 32, 3, 1), ("bn", 32), ("relu",), ("conv", 32, 32, 3, 1), ("bn", 32),
+             ("relu",), ("maxpool", 2), ("conv", 32, 64, 3, 1), ("bn", 64), ("relu",),
+             ("conv", 64, 64, 3, 1), ("bn", 64), ("relu",), ("maxpool", 2), ("dropout", 0.5),
+             ("flatten",), ("linear", 4096, 256), ("relu",), ("linear", 256, 10)]
+NETS = {"lenet": (LENET, 64, (1, 28, 28)), "vgg-small": (VGG_SMALL, 32, (3, 32, 32))}
+N_CLASSES = 10
+
+
+def build(spec, nn):
+    """The net of ``spec`` with ``nn`` = tapegrad.nn or torch.nn (same API)."""
+    layers = []
+    for kind, *a in spec:
+        if kind == "conv":
+            layers.append(nn.Conv2d(a[0], a[1], a[2], padding=a[3]))
+        elif kind == "linear":
+            layers.append(nn.Linear(a[0], a[1]))
+        elif kind == "bn":
+            layers.append(nn.BatchNorm2d(a[0]))
+        elif kind == "relu":
+            layers.append(nn.ReLU())
+        elif kind == "maxpool":
+            layers.append(nn.MaxPool2d(a[0]))
+        elif kind == "dropout":
+            layers.append(nn.Dropout(a[0]))
+        elif kind == "flatten":
+            layers.append(nn.Flatten())
+    return nn.Sequential(*layers)
+
+
+def analyse(spec, batch, in_shape):
+    """Per-step GEMM FLOPs and a lower estimate of the memory backward needs.
+
+    FLOPs: 2 x MACs of conv/linear forward, weight gradient and input gradient
+    (none for the first layer: its input needs no gradient).
+    Memory (bytes): what each layer's backward must keep -- conv and linear
+    inputs, ReLU outputs, BN's normalised input, a one-byte argmax per pool
+    output and dropout mask element, the loss's softmax -- each activation
+    counted once, plus the im2col buffer of each conv layer.
+    """
+    shape = (batch, *in_shape)
+    macs = 0
+    saved_float = {}  # activation index -> bytes (float32), counted once
+    saved_small = 0  # masks and argmax, one byte per element
+    im2col = []
+    for i, (kind, *a) in enumerate(spec):
+        n = int(np.prod(shape))
+        if kind == "conv":
+            cin, cout, k, p = a
+            ho, wo = shape[2] + 2 * p - k + 1, shape[3] + 2 * p - k + 1
+            fwd = batch * cout * ho * wo * cin * k * k
+            macs += fwd * (2 if i == 0 else 3)
+            saved_float[i] = 4 * n
+            im2col.append(4 * batch * cin * k * k * ho * wo)
+            shape = (batch, cout, ho, wo)
+        elif kind == "linear":
+            fwd = batch * a[0] * a[1]
+            macs += fwd * (2 if i == 0 else 3)
+            saved_float[i] = 4 * n
+            shape = (batch, a[1])
+        elif kind == "relu":
+            saved_float[i + 1] = 4 * n  # its output is the next layer's input
+        elif kind == "bn":
+            saved_float[("bn", i)] = 4 * n
+        elif kind == "maxpool":
+            shape = (shape[0], shape[1], shape[2] // a[0], shape[3] // a[0])
+            saved_small += int(np.prod(shape))
+        elif kind == "dropout":
+            saved_small += n
+        elif kind == "flatten":
+            shape = (batch, int(np.prod(shape[1:])))
+            # a flatten is a view: move a pending "input of next layer" mark along
+            if i in saved_float:
+                saved_float[i + 1] = saved_float.pop(i)
+    saved = sum(saved_float.values()) + saved_small + 4 * batch * N_CLASSES
+    return 2 * macs, saved, im2col
+
+
+# ------------------------------------------------------------- measurements
+
+def gemm_rate(n=1024, repeats=7, device="cpu") -> float:
+    """float32 matmul FLOP/s of numpy's BLAS (CuPy's on cuda), best of ``repeats``."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    sync = lambda: None
+    if device == "cuda":
+        dev = tg.get_device("cuda")
+        a, b = dev.xp.asarray(a), dev.xp.asarray(b)
+        sync = dev.xp.cuda.Device(dev.index).synchronize
+    a @ b
+    sync()
+    best = min(_timed(lambda: (a @ b, sync())) for _ in range(repeats))
+    return 2 * n ** 3 / best
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+class TapegradStep:
+    def __init__(self, spec, batch, in_shape, device):
+        from tapegrad import nn, optim
+
+        tg.manual_seed(0)
+        self.device = tg.get_device(device)
+        self.model = build(spec, nn).to(self.device)
+        self.model.train()
+        self.opt = optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.loss_fn = nn.CrossEntropyLoss()
+        rng = np.random.default_rng(0)
+        self.x = tg.tensor(rng.standard_normal((batch, *in_shape), dtype=np.float32),
+                           device=self.device)
+        self.y = tg.tensor(rng.integers(0, N_CLASSES, batch), device=self.device)
+
+    def sync(self):
+        if self.device.type == "cuda":
+            self.device.xp.cuda.Device(self.device.index).synchronize()
+
+    def __call__(self):
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.model(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def saved_on_tape(self) -> int:
+        """Bytes of the arrays the tape holds for backward after one forward."""
+        loss = self.loss_fn(self.model(self.x), self.y)
+        seen, total, stack = set(), 0, [loss.grad_fn]
+        arrays = {}
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            for a in getattr(node, "saved", ()) or ():
+                if hasattr(a, "nbytes"):
+                    base = a.base if getattr(a, "base", None) is not None else a
+                    arrays[id(base)] = base.nbytes
+            for e in getattr(node, "edges", None) or ():
+                if e is not None and e[1] >= 0:
+                    stack.append(e[0])
+        total = sum(arrays.values())
+        del loss
+        return total
+
+    def peak_memory(self) -> int:
+        """Peak bytes allocated during one step, above what was held before it."""
+        self()  # grads and optimizer state exist from here on
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            self()
+            return tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+
+
+class TorchStep:
+    def __init__(self, spec, batch, in_shape, device):
+        import torch
+
+        torch.manual_seed(0)
+        self.torch = torch
+        self.device = torch.device(device)
+        self.model = build(spec, torch.nn).to(self.device)
+        self.model.train()
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        rng = np.random.default_rng(0)
+        self.x = torch.from_numpy(rng.standard_normal((batch, *in_shape),
+                                                      dtype=np.float32)).to(self.device)
+        self.y = torch.from_numpy(rng.integers(0, N_CLASSES, batch)).to(self.device)
+
+    def sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    def __call__(self):
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.model(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+def time_steps(steppers, steps, warmup, rounds=3):
+    """``{name: (median ms, min ms)}``: the steppers take turns, ``rounds`` blocks
+    each, so a burst of load from other processes hits all of them alike."""
+    for step in steppers.values():
+        for _ in range(warmup):
+            step()
+        step.sync()
+    times = {name: [] for name in steppers}
+    per_round = max(1, -(-steps // rounds))
+    for _ in range(rounds):
+        for name, step in steppers.items():
+            for _ in range(per_round):
+                t0 = time.perf_counter()
+                step()
+                step.sync()
+                times[name].append(time.perf_counter() - t0)
+    return {k: (1e3 * statistics.median(v), 1e3 * min(v)) for k, v in times.items()}
+
+
+def profile(step, steps, top=18):
+    import cProfile
+    import pstats
+
+    step()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(steps):
+        step()
+    step.sync()
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+
+
+def _blas() -> str:
+    try:
+        cfg = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{cfg.get('name', '?')} {cfg.get('version', '')}".strip()
+    except Exception:  # noqa: BLE001 - older numpy: just say unknown
+        return "unknown BLAS"
+
+
+def _threads() -> int:
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return os.cpu_count() or 1
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=21, help="timed steps (median)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--nets", default="lenet,vgg-small")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads for NumPy's BLAS (via threadpoolctl) and PyTorch; "
+                         "0: the machine's CPU count")
+    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print a cProfile of the tapegrad steps (by own time)")
+    args = ap.parse_args(argv)
+    nets = [n.strip() for n in args.nets.split(",") if n.strip()]
+    for n in nets:
+        if n not in NETS:
+            ap.error(f"unknown net {n!r}: choose from {', '.join(NETS)}")
+
+    threads = args.threads or _threads()
+    if args.threads:
+        try:
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(args.threads, user_api="blas")
+        except ImportError:
+            print("(threadpoolctl not installed: --threads only applies to PyTorch)")
+    torch = None
+    if not args.no_torch:
+        try:
+            import torch
+
+            torch.set_num_threads(threads)
+        except ImportError:
+            torch = None
+    dev = "cuda" if args.device == "cuda" else "cpu"
+    rate = gemm_rate(device=dev)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, python "
+          f"{platform.python_version()}, numpy {np.__version__} ({_blas()}), threads {threads} "
+          f"(numpy BLAS and torch.set_num_threads({threads})), torch "
+          f"{torch.__version__ if torch else 'not installed'}; device {dev}")
+    print(f"load average before the run: {os.getloadavg()[0]:.2f} (other processes skew "
+          "the medians; the min columns are less sensitive)")
+    summary = []
+    for name in nets:
+        spec, batch, in_shape = NETS[name]
+        flops, needed, im2col = analyse(spec, batch, in_shape)
+        ours = TapegradStep(spec, batch, in_shape, dev)
+        steppers = {"tapegrad": ours}
+        if torch is not None:
+            steppers["torch"] = TorchStep(spec, batch, in_shape, dev)
+        timed = time_steps(steppers, args.steps, args.warmup)
+        peak = ours.peak_memory() if dev == "cpu" else float("nan")  # host allocations only
+        tape = ours.saved_on_tape()
+        summary.append((name, batch, flops, timed, peak, tape, needed, im2col))
+        if args.profile:
+            print(f"\ncProfile of {args.steps} tapegrad {name} steps:")
+            profile(ours, args.steps)
+    # the roof is the best GEMM rate seen: measured before and after the steps
+    rates = (rate, gemm_rate(device=dev))
+    rate = max(rates)
+    lib = "cupy" if dev == "cuda" else "numpy"
+    print(f"float32 GEMM rate ({lib}, 1024^3 matmul, best of 7, before/after the steps): "
+          f"{rates[0] / 1e9:.1f} / {rates[1] / 1e9:.1f} GFLOP/s; roof = the larger")
+    print()
+    head = (f"{'net':<10} {'batch':>5} {'framework':<9} {'ms/step':>8} {'min ms':>8} "
+            f"{'img/s':>8} {'GFLOP/step':>10} {'% GEMM roof':>11}")
+    print(head)
+    print("-" * len(head))
+    for name, batch, flops, timed, *_ in summary:
+        for fw, (med, best) in timed.items():
+            print(f"{name:<10} {batch:>5} {fw:<9} {med:8.2f} {best:8.2f} "
+                  f"{batch / med * 1e3:8.0f} {flops / 1e9:10.3f} "
+                  f"{100 * flops / (med / 1e3) / rate:10.1f}%")
+    print()
+    if torch is not None:
+        print("speed ratio = tapegrad img/s / torch img/s (1.0 = as fast as PyTorch), "
+              "from medians [from mins]")
+        for name, _, _, timed, *_ in summary:
+            r = timed["torch"][0] / timed["tapegrad"][0]
+            rmin = timed["torch"][1] / timed["tapegrad"][1]
+            print(f"  {name:<10} {r:.2f} [{rmin:.2f}]  (tapegrad takes {1 / r:.2f}x "
+                  "PyTorch's time)")
+        print()
+    print("memory per tapegrad step (MiB):")
+    print(f"  {'net':<10} {'peak':>8} {'tape':>8} {'needed':>8}  = saved activations + "
+          "im2col (one per conv layer)")
+    for name, _, _, _, peak, tape, needed, im2col in summary:
+        mib = 2 ** 20
+        print(f"  {name:<10} {peak / mib:8.1f} {tape / mib:8.1f} "
+              f"{(needed + sum(im2col)) / mib:8.1f}  = {needed / mib:.1f} + "
+              f"{sum(im2col) / mib:.1f} ({', '.join(f'{b / mib:.1f}' for b in im2col)})")
+    print("  peak: tracemalloc peak during one step above what was held before it;")
+    print("  tape: bytes of the arrays the tape saved for backward after forward;")
+    print("  needed: an estimate (see analyse()); % GEMM roof uses the median ms/step.")
+
+
+if __name__ == "__main__":
+    main()
