@@ -29,8 +29,6 @@ same three kernels with the roles of forward and input gradient swapped.
 
 from __future__ import annotations
 
-import threading
-
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ._windows import out_size, padding4, pair, sliding_windows
@@ -93,46 +91,15 @@ def _check_common(op, x, w, b, groups, in_axis, out_axis):
 # All of them work on the geometry of a *convolution* x -> y; conv_transpose2d
 # uses them with its own input as "y" and its output as "x".
 #
-# Temporaries that never leave this module (padded input, GEMM results before
-# their NCHW copy, col2im's accumulator, columns nobody saves) live in reused
-# per-thread scratch buffers on NumPy: a fresh multi-megabyte array costs a
-# page fault per 4 KiB on first touch, which measured as much as the GEMMs in
-# small layers. CuPy has its own memory pool, so it allocates as usual.
+# Large temporaries are plain allocations: tapegrad.device.host_memory keeps
+# them in the malloc heap, so they do not page-fault on every call.
 
 
-class _ScratchStore(threading.local):
-    def __init__(self):
-        self.bufs = {}
-
-
-_store = _ScratchStore()
-_SCRATCH_MAX = 12  # buffers kept per thread (oldest dropped first)
-
-
-def _scratch(xp, key, shape, dtype, zero=False):
-    """A work buffer for ``key``; its contents are garbage unless ``zero``."""
-    if xp.name != "numpy":
-        return xp.zeros(shape, dtype=dtype) if zero else xp.empty(shape, dtype=dtype)
-    k = (key, shape, dtype)
-    bufs = _store.bufs
-    buf = bufs.pop(k, None)
-    if buf is None:
-        if len(bufs) >= _SCRATCH_MAX:
-            bufs.pop(next(iter(bufs)))
-        buf = xp.zeros(shape, dtype=dtype)
-    elif zero:
-        buf.fill(0)
-    bufs[k] = buf  # most recently used last
-    return buf
-
-
-def _im2col(xp, x, g, keep=False):
-    """x (N, C, H, W) -> cols (G, Cg*kh*kw, N*Ho*Wo), contiguous; a fresh array
-    if ``keep`` (to be saved), else a scratch buffer."""
+def _im2col(xp, x, g):
+    """x (N, C, H, W) -> cols (G, Cg*kh*kw, N*Ho*Wo), contiguous."""
     t, b, left, r = g.pad
     if t or b or left or r:
-        # the key holds the padding, so the untouched border stays zero between uses
-        xpad = _scratch(xp, ("xpad", g.pad), g.padded_shape(), x.dtype)
+        xpad = xp.zeros(g.padded_shape(), dtype=x.dtype)
         xpad[:, :, t:t + g.h, left:left + g.w] = x
     else:
         xpad = x
@@ -141,7 +108,7 @@ def _im2col(xp, x, g, keep=False):
     # (when smaller than the dilation) can leave rows no input pixel reaches
     win = win[:, :, :g.ho, :g.wo]
     shape = (g.c, g.kh, g.kw, g.n, g.ho, g.wo)
-    cols = xp.empty(shape, dtype=x.dtype) if keep else _scratch(xp, "cols", shape, x.dtype)
+    cols = xp.empty(shape, dtype=x.dtype)
     for i in range(g.kh):  # kernel offsets only: each copies one shifted (C, N, Ho, Wo) slab
         for j in range(g.kw):
             # (N, C, Ho, Wo) window slab -> (C, N, Ho, Wo)
@@ -151,16 +118,16 @@ def _im2col(xp, x, g, keep=False):
 
 
 def _col2im(xp, gcols, g, dtype):
-    """gcols (G, Cg*kh*kw, N*Ho*Wo) -> gx (N, C, H, W), a view of a scratch
-    buffer: each window's column added back where it came from, one strided
-    add per kernel offset."""
+    """gcols (G, Cg*kh*kw, N*Ho*Wo) -> gx (N, C, H, W), a (transposed) view:
+    each window's column added back where it came from, one strided add per
+    kernel offset."""
     # (G, Cg*kh*kw, N*Ho*Wo) -> (C, kh, kw, N, Ho, Wo)
     gcols = gcols.reshape(g.c, g.kh, g.kw, g.n, g.ho, g.wo)
     t, _, left, _ = g.pad
     sh, sw = g.stride
     dh, dw = g.dilation
     _, _, hp, wp = g.padded_shape()
-    gpad = _scratch(xp, "gpad", (g.c, g.n, hp, wp), dtype, zero=True)  # (C, N, Hp, Wp)
+    gpad = xp.zeros((g.c, g.n, hp, wp), dtype=dtype)  # (C, N, Hp, Wp)
     hspan, wspan = sh * (g.ho - 1) + 1, sw * (g.wo - 1) + 1
     for i in range(g.kh):
         for j in range(g.kw):
@@ -170,10 +137,8 @@ def _col2im(xp, gcols, g, dtype):
 
 
 def _gemm_forward(xp, cols, wmat, g):
-    """(G, Og, Kg) @ (G, Kg, N*P) -> (G, Og, N*P) -> (N, O, Ho, Wo), a view of
-    a scratch buffer."""
-    ym = xp.matmul(wmat, cols, out=_scratch(xp, "ym", (g.g, g.o // g.g, cols.shape[2]),
-                                            cols.dtype))
+    """(G, Og, Kg) @ (G, Kg, N*P) -> (G, Og, N*P) -> (N, O, Ho, Wo), a view."""
+    ym = xp.matmul(wmat, cols)
     # (G, Og, N*P) -> (O, N, Ho, Wo) -> (N, O, Ho, Wo)
     return ym.reshape(g.o, g.n, g.ho, g.wo).transpose(1, 0, 2, 3)
 
@@ -190,8 +155,8 @@ def _weight_grad(xp, gm, cols, g):
 
 def _input_grad(xp, gy, w, g, gm=None):
     """The conv's input gradient (and a transposed conv's forward):
-    gy (N, O, Ho, Wo), w (O, Cg, kh, kw) -> (N, C, H, W), a view of a scratch
-    buffer (copy it out with :func:`_finish`). ``gm``: gy as :func:`_to_gmat`.
+    gy (N, O, Ho, Wo), w (O, Cg, kh, kw) -> (N, C, H, W), a view (copy it out
+    with :func:`_finish`). ``gm``: gy as :func:`_to_gmat`.
 
     Stride 1 with few output channels: a full correlation of gy with the
     flipped, transposed kernel -- one im2col of gy and one GEMM, no scatter.
@@ -223,22 +188,20 @@ def _input_grad(xp, gy, w, g, gm=None):
         gm = _to_gmat(xp, gy, g)
     wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
     # (G, Kg, Og) @ (G, Og, N*P) -> (G, Kg, N*P)
-    gcols = xp.matmul(wmat.transpose(0, 2, 1), gm,
-                      out=_scratch(xp, "gcols", (g.g, wmat.shape[2], gm.shape[2]), gy.dtype))
+    gcols = xp.matmul(wmat.transpose(0, 2, 1), gm)
     return _col2im(xp, gcols, g, gy.dtype)
 
 
-def _to_gmat(xp, gy, g, keep=False):
-    """gy (N, O, Ho, Wo) -> (G, Og, N*P), contiguous (one small transpose copy);
-    a fresh array if ``keep``, else a scratch buffer."""
+def _to_gmat(xp, gy, g):
+    """gy (N, O, Ho, Wo) -> (G, Og, N*P), contiguous (one small transpose copy)."""
     shape = (g.o, g.n, g.ho, g.wo)
-    gm = xp.empty(shape, dtype=gy.dtype) if keep else _scratch(xp, "gm", shape, gy.dtype)
+    gm = xp.empty(shape, dtype=gy.dtype)
     gm[...] = gy.transpose(1, 0, 2, 3)  # (N, O, Ho, Wo) -> (O, N, Ho, Wo)
     return gm.reshape(g.g, g.o // g.g, g.n * g.ho * g.wo)  # -> (G, Og, N*P)
 
 
 def _finish(xp, y, bias, dtype):
-    """A fresh contiguous (N, O, Ho, Wo) copy of a (scratch) view, bias added in the copy."""
+    """A contiguous (N, O, Ho, Wo) copy of a transposed view, bias added in the copy."""
     out = xp.empty(y.shape, dtype=dtype)
     if bias is None:
         out[...] = y
@@ -274,7 +237,7 @@ class Conv2d(Function):
         g = _conv_geom(op, x, w, stride, padding, dilation, groups)
         xp = ctx.xp
         nx, nw, _ = ctx.needs_input_grad
-        cols = _im2col(xp, x, g, keep=nw)  # (G, Kg, N*P), saved for the weight gradient
+        cols = _im2col(xp, x, g)  # (G, Kg, N*P), saved for the weight gradient
         wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
         y = _finish(xp, _gemm_forward(xp, cols, wmat, g), b, x.dtype)
         ctx.geom = g
@@ -327,7 +290,7 @@ class ConvTranspose2d(Function):
         nx, nw, _ = ctx.needs_input_grad
         y = _finish(xp, _input_grad(xp, x, w, g), b, x.dtype)
         # (N, Cin, H, W) -> (G, Cin/G, N*H*W), kept for the weight gradient
-        xm = _to_gmat(xp, x, g, keep=True) if nw else None
+        xm = _to_gmat(xp, x, g) if nw else None
         ctx.geom = g
         ctx.save_for_backward(xm, w if nx else None)
         return y
