@@ -143,3 +143,62 @@ def test_python_dash_m_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tapegrad", "--help"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and "train" in proc.stdout and "eval" in proc.stdout
+
+
+def _write_fake_mnist(folder, n_train=96, n_test=32):
+    """Tiny IDX files in MNIST's layout: class k has a bright k-th row band."""
+    import gzip
+    import struct
+
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        labels = rng.integers(0, 10, n).astype(np.uint8)
+        images = rng.integers(0, 40, (n, 28, 28)).astype(np.uint8)
+        for i, k in enumerate(labels):
+            images[i, 2 + 2 * k:4 + 2 * k, 4:24] = 255
+        for kind, arr in (("images-idx3-ubyte", images), ("labels-idx1-ubyte", labels)):
+            head = struct.pack(">HBB", 0, 8, arr.ndim) + struct.pack(f">{arr.ndim}I",
+                                                                      *arr.shape)
+            (folder / f"{prefix}-{kind}.gz").write_bytes(gzip.compress(head + arr.tobytes()))
+
+
+def test_mnist_caffe_lenet_from_local_idx(tmp_path, capsys):
+    data = tmp_path / "mnist"
+    data.mkdir()
+    _write_fake_mnist(data)
+    out = str(tmp_path / "run")
+    assert main(["train", "-q", "--data", "mnist", "--data-dir", str(data), "--epochs", "2",
+                 "--optimizer", "sgd", "--lr", "0.01", "--out", out]) == 0
+    text = capsys.readouterr().out
+    assert "431,080 parameters" in text and "96 train / 32 test" in text
+    rows = _metrics(out)
+    assert float(rows[1]["train_loss"]) < float(rows[0]["train_loss"])
+    assert main(["eval", "--checkpoint", os.path.join(out, "model.npz")]) == 0
+    assert "test accuracy" in capsys.readouterr().out
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("tqdm")
+
+    class TTYErr:
+        def __init__(self):
+            self.parts = []
+
+        def write(self, s):
+            self.parts.append(s)
+
+        def flush(self):
+            pass
+
+        def isatty(self):
+            return True
+
+    fake = TTYErr()
+    monkeypatch.setattr(sys, "stderr", fake)
+    argv = ["train", "--epochs", "1", "--train-samples", "64", "--test-samples", "20"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 0
+    assert "epoch 1/1" in "".join(fake.parts)  # the bar's description
+    fake.parts.clear()
+    assert main([*argv, "--quiet", "--out", str(tmp_path / "b")]) == 0
+    assert "".join(fake.parts) == ""
+    assert "epoch   1/1" in capsys.readouterr().out  # the per-epoch line is on stdout
