@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 FAMILIES = ("elementwise", "activation", "reduction", "shape", "linalg", "conv", "pool", "norm",
-            "loss", "dropout", "distance")
+            "loss", "vl_loss", "dropout", "distance")
 
 # ops whose results carry no gradient (helpers, metrics): no gradcheck
 NOT_DIFFERENTIABLE = {"sign", "accuracy", "topk_error", "cast"}

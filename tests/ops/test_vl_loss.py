@@ -1,0 +1,189 @@
+"""MatConvNet's vl_nnloss kinds (tapegrad/ops/vl_loss.py): each against a direct
+loop over MatConvNet's formulas, label forms, summing, errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+import tapegrad
+from tapegrad import ops
+from tapegrad.errors import ArgumentError, DTypeError, ShapeError
+
+IGN = -100
+
+
+def _t(a, requires_grad=False):
+    return tapegrad.tensor(np.asarray(a), requires_grad=requires_grad)
+
+
+def ref_vl_loss(x, c, kind, iw=None, topk=5, threshold=0.0):
+    """A direct loop over (n, h, w) [and d for binary kinds], MatConvNet's
+    formulas with 0-based labels (negative = ignored) and ±1 binary labels
+    (0 = ignored). Returns (loss, dloss/dx)."""
+    n, d = x.shape[:2]
+    sp = x.shape[2:]
+    g = np.zeros_like(x)
+    total = 0.0
+    for i in range(n):
+        for pos in np.ndindex(*sp):
+            v = x[(i, slice(None)) + pos]
+            if kind in ("binaryerror", "binarylog", "logistic", "hinge"):
+                for k in range(d):
+                    lab = c[(i, k) + pos]
+                    wgt = 1.0 if iw is None else iw[(i, k) + pos]
+                    if lab == 0:
+                        continue
+                    xv = v[k]
+                    if kind == "binaryerror":
+                        val, dv = float(np.sign(xv - threshold) != lab), 0.0
+                    elif kind == "binarylog":
+                        val = -math.log(lab * (xv - 0.5) + 0.5)
+                        dv = -lab / (lab * (xv - 0.5) + 0.5)
+                    elif kind == "logistic":
+                        val = math.log1p(math.exp(-lab * xv))
+                        dv = -lab / (1 + math.exp(lab * xv))
+                    else:
+                        val = max(0.0, 1 - lab * xv)
+                        dv = -lab if lab * xv < 1 else 0.0
+                    total += wgt * val
+                    g[(i, k) + pos] += wgt * dv
+                continue
+            lab = c[(i,) + pos]
+            wgt = 1.0 if iw is None else iw[(i,) + pos]
+            if lab < 0:
+                continue
+            dv = np.zeros(d)
+            if kind == "classerror":
+                val = float(int(np.argmax(v)) != lab)
+            elif kind == "topkerror":
+                rank = sum(1 for q in range(d) if v[q] > v[lab])
+                val = float(rank >= topk)
+            elif kind == "log":
+                val = -math.log(v[lab])
+                dv[lab] = -1 / v[lab]
+            elif kind == "softmaxlog":
+                p = np.exp(v - v.max())
+                p /= p.sum()
+                val = -math.log(p[lab])
+                dv = p.copy()
+                dv[lab] -= 1
+            elif kind == "mhinge":
+                val = max(0.0, 1 - v[lab])
+                dv[lab] = -1.0 if v[lab] < 1 else 0.0
+            else:  # mshinge
+                q = max((k for k in range(d) if k != lab), key=lambda k: v[k], default=None)
+                best = -math.inf if q is None else v[q]
+                val = max(0.0, 1 - v[lab] + best)
+                if q is not None and v[lab] - v[q] < 1:
+                    dv[lab] -= 1
+                    dv[q] += 1
+            total += wgt * val
+            g[(i, slice(None)) + pos] += wgt * dv
+    return total, g
+
+
+CATEGORICAL = ["classerror", "topkerror", "log", "softmaxlog", "mhinge", "mshinge"]
+BINARY = ["binaryerror", "binarylog", "logistic", "hinge"]
+
+
+@pytest.mark.parametrize("kind", CATEGORICAL + BINARY)
+@pytest.mark.parametrize("spatial", [(), (2, 3)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_vl_nnloss_kinds_against_loop(kind, spatial, weighted):
+    r = np.random.default_rng(hash((kind, spatial, weighted)) % 2**32)
+    n, d = 3, 4
+    shape = (n, d) + spatial
+    if kind in ("log", "binarylog"):
+        x = r.uniform(0.05, 0.95, size=shape)
+        if kind == "log":
+            x = x / x.sum(axis=1, keepdims=True)
+    else:
+        x = r.normal(size=shape) * 1.5
+    if kind in BINARY:
+        c = r.choice([-1, 0, 1], size=shape)
+        iw = r.uniform(0.1, 2, size=shape) if weighted else None
+    else:
+        c = r.integers(-1, d, size=(n,) + spatial)  # -1: ignored
+        iw = r.uniform(0.1, 2, size=(n,) + spatial) if weighted else None
+    iw_arg = None if iw is None else (iw if kind in BINARY else np.expand_dims(iw, 1))
+    xt = _t(x, True)
+    out = ops.loss(xt, c, kind=kind, instance_weights=iw_arg, topk=2)
+    out.backward()
+    val, grad = ref_vl_loss(x, c, kind, iw, topk=2)
+    assert out.shape == () and out.item() == pytest.approx(val, rel=1e-10, abs=1e-12)
+    np.testing.assert_allclose(xt.grad.numpy(), grad, rtol=1e-10, atol=1e-12)
+
+
+def test_vl_nnloss_label_forms_and_summing():
+    r = np.random.default_rng(5)
+    x = r.normal(size=(2, 3, 2, 2))
+    per_image = np.array([2, 0])
+    expanded = np.broadcast_to(per_image[:, None, None], (2, 2, 2))
+    a = ops.loss(_t(x), per_image).item()
+    b = ops.loss(_t(x), expanded).item()
+    c = ops.loss(_t(x), expanded[:, None]).item()  # (N, 1, H, W)
+    assert a == pytest.approx(b) and b == pytest.approx(c)
+    # summed over batch and positions, not averaged: the sum of per-position losses
+    per = ops.cross_entropy(_t(x), expanded, reduction="none").numpy()
+    assert a == pytest.approx(per.sum())
+    # MatConvNet (1-based, 0 = ignore) converts with c - 1
+    mcn = np.array([[[3, 0], [1, 2]], [[0, 0], [3, 3]]])
+    got = ops.loss(_t(x), mcn - 1).item()
+    ref = ops.cross_entropy(_t(x), np.where(mcn == 0, IGN, mcn - 1), reduction="sum").item()
+    assert got == pytest.approx(ref)
+    # instance weights: one per image, or per position
+    w = ops.loss(_t(x), per_image, instance_weights=np.array([2.0, 0.0])).item()
+    assert w == pytest.approx(2 * per[0].sum())
+    w2 = ops.loss(_t(x), per_image, instance_weights=np.full((2, 2, 2), 0.5)).item()
+    assert w2 == pytest.approx(0.5 * per.sum())
+
+
+def test_vl_nnloss_error_kinds_have_zero_gradient():
+    r = np.random.default_rng(6)
+    x = _t(r.normal(size=(4, 3)), True)
+    for kind, c in [("classerror", np.array([0, 1, 2, 0])), ("topkerror", np.array([0, 1, 2, 0])),
+                    ("binaryerror", r.choice([-1, 1], size=(4, 3)))]:
+        x.grad = None
+        out = ops.loss(x, c, kind=kind, topk=1)
+        out.backward()
+        assert np.all(x.grad.numpy() == 0)
+    # classerror counts wrong argmaxes; topkerror with k >= C is never wrong
+    xs = np.array([[3.0, 1.0, 2.0], [0.0, 5.0, 1.0]])
+    assert ops.loss(_t(xs), np.array([0, 2]), kind="classerror").item() == 1.0
+    assert ops.loss(_t(xs), np.array([2, 0]), kind="topkerror", topk=2).item() == 1.0
+    assert ops.loss(_t(xs), np.array([2, 0]), kind="topkerror", topk=3).item() == 0.0
+
+
+def test_vl_nnloss_softmaxlog_stable():
+    x = tapegrad.tensor(np.array([[1e4, -1e4], [0.0, 1e4]], dtype=np.float32),
+                        requires_grad=True)
+    out = ops.loss(x, np.array([1, 0]))
+    out.backward()
+    assert out.item() == pytest.approx(3e4, rel=1e-6)
+    assert np.all(np.isfinite(x.grad.numpy()))
+
+
+# ------------------------------------------------------------------ metrics
+
+def test_vl_nnloss_errors():
+    x = _t(np.zeros((2, 3, 2, 2)))
+    with pytest.raises(ArgumentError, match="loss: unknown kind 'softmax'"):
+        ops.loss(x, np.array([0, 1]), kind="softmax")
+    with pytest.raises(ArgumentError, match=r"loss\(kind='softmaxlog'\): target 3 at index "
+                                            r"\(0, 0, 0\).*be negative \(ignored\)"):
+        ops.loss(x, np.array([3, 1]))
+    with pytest.raises(DTypeError, match=r"loss\(kind='mhinge'\): targets must be integer"):
+        ops.loss(x, np.array([1.0, 2.0]), kind="mhinge")
+    with pytest.raises(ShapeError, match=r"loss\(kind='log'\): scores \(2, 3, 2, 2\) float64 "
+                                         r"need targets"):
+        ops.loss(x, np.zeros((2, 3), dtype=int), kind="log")
+    with pytest.raises(ShapeError, match=r"loss\(kind='hinge'\): binary labels must have the "
+                                         r"scores' shape, got labels \(2,\)"):
+        ops.loss(x, np.array([1, -1]), kind="hinge")
+    with pytest.raises(ShapeError, match=r"instance_weights \(3,\) float64 do not broadcast"):
+        ops.loss(x, np.array([0, 1]), instance_weights=np.ones(3))
+    with pytest.raises(ArgumentError, match="topk must be >= 1"):
+        ops.loss(x, np.array([0, 1]), kind="topkerror", topk=0)
+    with pytest.raises(ShapeError, match=r"loss\(kind='softmaxlog'\): expected scores"):
+        ops.loss(_t(np.zeros(3)), np.array([0]))
