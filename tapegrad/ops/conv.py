@@ -96,7 +96,7 @@ def _check_common(op, x, w, b, groups, in_axis, out_axis):
 
 
 def _im2col(xp, x, g):
-    """x (N, C, H, W) -> cols (G, Cg*kh*kw, N*Ho*Wo), contiguous."""
+    """x (N, C, H, W) -> cols (N, G, Cg*kh*kw, Ho*Wo), contiguous."""
     t, b, left, r = g.pad
     if t or b or left or r:
         xpad = xp.zeros(g.padded_shape(), dtype=x.dtype)
@@ -107,56 +107,77 @@ def _im2col(xp, x, g):
     # (N, C, Ho', Wo', kh, kw) -> (N, C, Ho, Wo, kh, kw): a transposed conv's output_padding
     # (when smaller than the dilation) can leave rows no input pixel reaches
     win = win[:, :, :g.ho, :g.wo]
-    shape = (g.c, g.kh, g.kw, g.n, g.ho, g.wo)
-    cols = xp.empty(shape, dtype=x.dtype)
-    for i in range(g.kh):  # kernel offsets only: each copies one shifted (C, N, Ho, Wo) slab
-        for j in range(g.kw):
-            # (N, C, Ho, Wo) window slab -> (C, N, Ho, Wo)
-            cols[:, i, j] = win[:, :, :, :, i, j].transpose(1, 0, 2, 3)
-    # (C, kh, kw, N, Ho, Wo) -> (G, Cg*kh*kw, N*Ho*Wo)
-    return cols.reshape(g.g, -1, g.n * g.ho * g.wo)
+    cols = xp.empty((g.n, g.c, g.kh, g.kw, g.ho, g.wo), dtype=x.dtype)
+    # one copy, written in order: (N, C, Ho, Wo, kh, kw) -> (N, C, kh, kw, Ho, Wo)
+    cols[...] = win.transpose(0, 1, 4, 5, 2, 3)
+    # (N, C, kh, kw, Ho, Wo) -> (N, G, Cg*kh*kw, Ho*Wo)
+    return cols.reshape(g.n, g.g, -1, g.ho * g.wo)
+
+
+def _span(start, step, count, pad, size):
+    """The outputs ``r`` in ``[0, count)`` whose input row ``start + r*step - pad``
+    lies in ``[0, size)``: ``(r0, r1, first input row)``, or None if there are none."""
+    r0 = max(0, -(-(pad - start) // step))
+    r1 = min(count, -(-(size + pad - start) // step))
+    if r0 >= r1:
+        return None
+    return r0, r1, start + r0 * step - pad
 
 
 def _col2im(xp, gcols, g, dtype):
-    """gcols (G, Cg*kh*kw, N*Ho*Wo) -> gx (N, C, H, W), a (transposed) view:
-    each window's column added back where it came from, one strided add per
-    kernel offset."""
-    # (G, Cg*kh*kw, N*Ho*Wo) -> (C, kh, kw, N, Ho, Wo)
-    gcols = gcols.reshape(g.c, g.kh, g.kw, g.n, g.ho, g.wo)
+    """gcols (N, G, Cg*kh*kw, Ho*Wo) -> gx (N, C, H, W), contiguous: each window's
+    column added back where it came from, one strided add per kernel offset,
+    clipped to the unpadded input (no padded buffer, no crop copy)."""
+    # (N, G, Cg*kh*kw, Ho*Wo) -> (N, C, kh, kw, Ho, Wo)
+    gcols = gcols.reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)
     t, _, left, _ = g.pad
     sh, sw = g.stride
     dh, dw = g.dilation
-    _, _, hp, wp = g.padded_shape()
-    gpad = xp.zeros((g.c, g.n, hp, wp), dtype=dtype)  # (C, N, Hp, Wp)
-    hspan, wspan = sh * (g.ho - 1) + 1, sw * (g.wo - 1) + 1
+    gx = xp.zeros((g.n, g.c, g.h, g.w), dtype=dtype)
     for i in range(g.kh):
+        rows = _span(i * dh, sh, g.ho, t, g.h)
+        if rows is None:
+            continue
+        r0, r1, a = rows
         for j in range(g.kw):
-            gpad[:, :, i * dh:i * dh + hspan:sh, j * dw:j * dw + wspan:sw] += gcols[:, i, j]
-    # (C, N, Hp, Wp) -> crop -> (N, C, H, W)
-    return gpad[:, :, t:t + g.h, left:left + g.w].transpose(1, 0, 2, 3)
+            cs = _span(j * dw, sw, g.wo, left, g.w)
+            if cs is None:
+                continue
+            c0, c1, e = cs
+            gx[:, :, a:a + sh * (r1 - r0 - 1) + 1:sh, e:e + sw * (c1 - c0 - 1) + 1:sw] += \
+                gcols[:, :, i, j, r0:r1, c0:c1]
+    return gx
 
 
 def _gemm_forward(xp, cols, wmat, g):
-    """(G, Og, Kg) @ (G, Kg, N*P) -> (G, Og, N*P) -> (N, O, Ho, Wo), a view."""
+    """(G, Og, Kg) @ (N, G, Kg, P) -> (N, G, Og, P) -> (N, O, Ho, Wo), contiguous:
+    one BLAS GEMM per image (numpy's matmul loops over N in C)."""
     ym = xp.matmul(wmat, cols)
-    # (G, Og, N*P) -> (O, N, Ho, Wo) -> (N, O, Ho, Wo)
-    return ym.reshape(g.o, g.n, g.ho, g.wo).transpose(1, 0, 2, 3)
+    # (N, G, Og, P) -> (N, O, Ho, Wo)
+    return ym.reshape(g.n, g.o, g.ho, g.wo)
 
 
-def _weight_grad(xp, gm, cols, g):
-    """gW = gy @ cols^T: (G, Kg, N*P) @ (G, N*P, Og) -> (G, Kg, Og) -> (O, Cg, kh, kw).
+def _weight_grad(xp, gy, cols, g):
+    """gW = sum over images of gy @ cols^T: gy (N, O, Ho, Wo), cols (N, G, Kg, P)
+    -> (O, Cg, kh, kw).
 
-    Computed as cols @ gm^T (K rows) -- faster with OpenBLAS than gm @ cols^T
-    (O rows) for the benchmark geometries; the result is small to transpose."""
-    gwt = xp.matmul(cols, gm.transpose(0, 2, 1))
-    # (G, Kg, Og) -> (G, Og, Kg) -> (O, Cg, kh, kw)
-    return gwt.transpose(0, 2, 1).reshape(g.o, g.c // g.g, g.kh, g.kw)
+    Per image, in the orientation OpenBLAS runs faster: ``cols @ gy^T`` (Kg rows)
+    when Kg is much larger than Og, else ``gy @ cols^T``."""
+    og = g.o // g.g
+    gm = gy.reshape(g.n, g.g, og, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
+    if cols.shape[2] >= 4 * og:
+        # (N, G, Kg, P) @ (N, G, P, Og) -> (N, G, Kg, Og) -> (G, Kg, Og)
+        gwt = xp.matmul(cols, gm.transpose(0, 1, 3, 2)).sum(axis=0)
+        # (G, Kg, Og) -> (G, Og, Kg) -> (O, Cg, kh, kw)
+        return gwt.transpose(0, 2, 1).reshape(g.o, g.c // g.g, g.kh, g.kw)
+    # (N, G, Og, P) @ (N, G, P, Kg) -> (N, G, Og, Kg) -> (G, Og, Kg)
+    gw = xp.matmul(gm, cols.transpose(0, 1, 3, 2)).sum(axis=0)
+    return gw.reshape(g.o, g.c // g.g, g.kh, g.kw)  # (G, Og, Kg) -> (O, Cg, kh, kw)
 
 
-def _input_grad(xp, gy, w, g, gm=None):
+def _input_grad(xp, gy, w, g):
     """The conv's input gradient (and a transposed conv's forward):
-    gy (N, O, Ho, Wo), w (O, Cg, kh, kw) -> (N, C, H, W), a view (copy it out
-    with :func:`_finish`). ``gm``: gy as :func:`_to_gmat`.
+    gy (N, O, Ho, Wo), w (O, Cg, kh, kw) -> (N, C, H, W), a new contiguous array.
 
     Stride 1 with few output channels: a full correlation of gy with the
     flipped, transposed kernel -- one im2col of gy and one GEMM, no scatter.
@@ -184,30 +205,18 @@ def _input_grad(xp, gy, w, g, gm=None):
         wf = w.reshape(g.g, og, cg, g.kh, g.kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
         wf = xp.ascontiguousarray(wf).reshape(g.g, cg, -1)
         return _gemm_forward(xp, _im2col(xp, gy, f), wf, f)
-    if gm is None:
-        gm = _to_gmat(xp, gy, g)
     wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
-    # (G, Kg, Og) @ (G, Og, N*P) -> (G, Kg, N*P)
+    gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
+    # (G, Kg, Og) @ (N, G, Og, P) -> (N, G, Kg, P)
     gcols = xp.matmul(wmat.transpose(0, 2, 1), gm)
     return _col2im(xp, gcols, g, gy.dtype)
 
 
-def _to_gmat(xp, gy, g):
-    """gy (N, O, Ho, Wo) -> (G, Og, N*P), contiguous (one small transpose copy)."""
-    shape = (g.o, g.n, g.ho, g.wo)
-    gm = xp.empty(shape, dtype=gy.dtype)
-    gm[...] = gy.transpose(1, 0, 2, 3)  # (N, O, Ho, Wo) -> (O, N, Ho, Wo)
-    return gm.reshape(g.g, g.o // g.g, g.n * g.ho * g.wo)  # -> (G, Og, N*P)
-
-
-def _finish(xp, y, bias, dtype):
-    """A contiguous (N, O, Ho, Wo) copy of a transposed view, bias added in the copy."""
-    out = xp.empty(y.shape, dtype=dtype)
-    if bias is None:
-        out[...] = y
-    else:
-        xp.add(y, bias.reshape(1, -1, 1, 1), out=out)
-    return out
+def _add_bias(y, bias):
+    """y (N, O, Ho, Wo), a new array of this op, plus bias (O,), in place."""
+    if bias is not None:
+        y += bias.reshape(1, -1, 1, 1)
+    return y
 
 
 # --------------------------------------------------------------------- ops
@@ -237,9 +246,9 @@ class Conv2d(Function):
         g = _conv_geom(op, x, w, stride, padding, dilation, groups)
         xp = ctx.xp
         nx, nw, _ = ctx.needs_input_grad
-        cols = _im2col(xp, x, g)  # (G, Kg, N*P), saved for the weight gradient
+        cols = _im2col(xp, x, g)  # (N, G, Kg, P), saved for the weight gradient
         wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
-        y = _finish(xp, _gemm_forward(xp, cols, wmat, g), b, x.dtype)
+        y = _add_bias(_gemm_forward(xp, cols, wmat, g), b)
         ctx.geom = g
         ctx.save_for_backward(cols if nw else None, w if nx else None)
         return y
@@ -253,11 +262,10 @@ class Conv2d(Function):
         gx = gw = gb = None
         if nb:
             gb = gy.sum(axis=(0, 2, 3))
-        gm = _to_gmat(xp, gy, g) if nw else None  # (G, Og, N*P)
         if nw:
-            gw = _weight_grad(xp, gm, cols, g)
+            gw = _weight_grad(xp, gy, cols, g)
         if nx:
-            gx = _finish(xp, _input_grad(xp, gy, w, g, gm), None, gy.dtype)
+            gx = _input_grad(xp, gy, w, g)
         return gx, gw, gb
 
 
@@ -288,16 +296,14 @@ class ConvTranspose2d(Function):
         g.ho, g.wo = h, wd
         xp = ctx.xp
         nx, nw, _ = ctx.needs_input_grad
-        y = _finish(xp, _input_grad(xp, x, w, g), b, x.dtype)
-        # (N, Cin, H, W) -> (G, Cin/G, N*H*W), kept for the weight gradient
-        xm = _to_gmat(xp, x, g) if nw else None
+        y = _add_bias(_input_grad(xp, x, w, g), b)
         ctx.geom = g
-        ctx.save_for_backward(xm, w if nx else None)
+        ctx.save_for_backward(x if nw else None, w if nx else None)  # x: for the weight grad
         return y
 
     @staticmethod
     def backward(ctx, gy):
-        xm, w = ctx.saved_tensors
+        x, w = ctx.saved_tensors
         nx, nw, nb = ctx.needs_input_grad
         g = ctx.geom
         xp = ctx.xp
@@ -305,12 +311,12 @@ class ConvTranspose2d(Function):
         if nb:
             gb = gy.sum(axis=(0, 2, 3))
         if nx or nw:
-            cols = _im2col(xp, gy, g)  # (N, Cout, Hout, Wout) -> (G, Kg, N*H*W)
+            cols = _im2col(xp, gy, g)  # (N, Cout, Hout, Wout) -> (N, G, Kg, H*W)
             if nx:
                 wmat = w.reshape(g.g, g.o // g.g, -1)  # (G, Cin/G, Kg)
-                gx = _finish(xp, _gemm_forward(xp, cols, wmat, g), None, gy.dtype)
+                gx = _gemm_forward(xp, cols, wmat, g)  # -> (N, Cin, H, W)
             if nw:
-                gw = _weight_grad(xp, xm, cols, g)  # -> (Cin, Cout/G, kh, kw)
+                gw = _weight_grad(xp, x, cols, g)  # -> (Cin, Cout/G, kh, kw)
         return gx, gw, gb
 
 
