@@ -109,10 +109,10 @@ class Node:
 
     ``seq`` is the entry's place in recording order (monotonically increasing);
 
-    ``edges[i]`` is ``None`` when input *i* needs no gradient, else
-    ``(target, k, shape, dtype)``: output *k* of entry ``target``, or a leaf
-    tensor ``target`` with ``k == -1``; shape and dtype are the input's, for
-    the engine's reduction and cast of its gradient.
+    ``edges`` has one ``(i, target, k, shape, dtype)`` per input *i* that
+    needs a gradient: output *k* of entry ``target``, or a leaf tensor
+    ``target`` with ``k == -1``; shape and dtype are the input's, for the
+    engine's reduction and cast of its gradient.
     """
 
     __slots__ = ("__dict__", "__weakref__", "fn", "seq", "device", "xp", "needs_input_grad",
@@ -121,7 +121,6 @@ class Node:
     # rarely set, so class-level defaults rather than per-entry stores
     saved_src = None  # where each saved array came from (see _track_saved)
     out_meta = None  # (shape, dtype) per output, for ops with several outputs
-    released = False
     retained = None  # {output k: weakref to a tensor that called retain_grad()}
     _graph = False  # True while backward runs with create_graph
 
@@ -130,7 +129,7 @@ class Node:
         self.device = device
         self.xp = device.backend
         self.needs_input_grad = needs
-        self.saved = ()
+        self.saved = ()  # None once released by backward
 
     @property
     def name(self) -> str:
@@ -147,7 +146,7 @@ class Node:
 
     @property
     def saved_tensors(self):
-        if self.released:
+        if self.saved is None:
             raise GraphError(_freed_message(self))
         if not self._graph or self.saved_src is None:
             return self.saved
@@ -160,10 +159,10 @@ class Node:
             return value
         kind, i = src[0], src[1]
         if kind == "in":
-            edge = self.edges[i]
+            edge = next((e for e in self.edges if e[0] == i), None)
             if edge is None:
                 return _wrap(value, self.device, None, 0, False)
-            target, k = edge[0], edge[1]
+            target, k = edge[1], edge[2]
             if k < 0:
                 return target
             return _wrap(value, self.device, target, k, True)
@@ -216,7 +215,7 @@ class Function:
             return cls._apply_unary(x, args[1:], params)  # tensor op constant
         record = _local.enabled
         device = None
-        edges = None
+        edges = []
         arrays = list(args)
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
@@ -226,15 +225,16 @@ class Function:
                 elif a.device is not device:
                     _mixed_devices(cls, args)
                 if record and a.requires_grad:
-                    if edges is None:
-                        edges = [None] * len(args)
-                    edges[i] = _edge(a, data)
+                    edges.append(_edge(i, a, data))
         if device is None:
             device = cpu
-        if edges is None:
+        if not edges:
             ctx = Node(cls, device, (False,) * len(args))
             return _unrecorded(cls, cls.forward(ctx, *arrays, **params), ctx.device, args[0])
-        ctx = Node(cls, device, tuple([e is not None for e in edges]))
+        needs = [False] * len(args)
+        for e in edges:
+            needs[e[0]] = True
+        ctx = Node(cls, device, tuple(needs))
         out = cls.forward(ctx, *arrays, **params)
         return _record(cls, ctx, edges, out, args)
 
@@ -249,9 +249,8 @@ class Function:
         ctx = Node(cls, x.device, _FIRST_GRAD[len(consts)])
         out = cls.forward(ctx, data, *consts, **params)
         node = x._node
-        edge = ((x, -1, data.shape, data.dtype) if node is None else
-                (node, x._out_nr, data.shape, data.dtype))
-        edges = [edge, None] if consts else [edge]
+        edges = [(0, x, -1, data.shape, data.dtype) if node is None else
+                 (0, node, x._out_nr, data.shape, data.dtype)]
         if type(out) is tuple or cls.view or out.dtype.kind not in "fc" or ctx.device is not \
                 x.device:
             return _record(cls, ctx, edges, out, (x, *consts))
@@ -268,11 +267,11 @@ _NO_GRAD = ((False,), (False, False))
 _FIRST_GRAD = ((True,), (True, False))
 
 
-def _edge(t, data):
+def _edge(i, t, data):
     node = t._node
     if node is None:
-        return (t, -1, data.shape, data.dtype)
-    return (node, t._out_nr, data.shape, data.dtype)
+        return (i, t, -1, data.shape, data.dtype)
+    return (i, node, t._out_nr, data.shape, data.dtype)
 
 
 def _unrecorded(cls, out, device, base):
@@ -404,8 +403,8 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     seen = set(stack)
     while stack:
         for e in stack.pop().edges:
-            if e is not None and e[1] >= 0:
-                p = e[0]
+            if e[2] >= 0:
+                p = e[1]
                 if p not in seen:
                     seen.add(p)
                     stack.append(p)
@@ -418,7 +417,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
             buf = pending.pop(node, None)
             if buf is None:
                 continue  # nothing flowed into it (its consumers' gradients were None)
-            if node.released:
+            if node.saved is None:  # released by an earlier backward
                 raise GraphError(_freed_message(node))
             if node.retained is not None or cap_nodes or node.out_meta is not None:
                 _prepare_outputs(node, buf, cap_nodes, captured, create_graph)
@@ -431,16 +430,14 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
             if type(in_grads) is not tuple:
                 in_grads = (in_grads,)
             if not retain_graph and node.saved:
-                node.released = True
-                node.saved = ()
-            edges = node.edges
-            if len(in_grads) != len(edges):
+                node.saved = None  # free now; None also marks the entry as released
+            if len(in_grads) != len(node.needs_input_grad):
                 raise GraphError(f"{node.name}.backward returned {len(in_grads)} gradients "
-                                 f"for {len(edges)} inputs")
-            for e, g in zip(edges, in_grads):
-                if e is None or g is None:
+                                 f"for {len(node.needs_input_grad)} inputs")
+            for i, target, k, shape, dtype in node.edges:
+                g = in_grads[i]
+                if g is None:
                     continue
-                target, k, shape, dtype = e
                 if g.shape != shape:
                     g = _reduce(node, g, shape)
                 if g.dtype != dtype:
