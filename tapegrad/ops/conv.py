@@ -205,11 +205,54 @@ def _input_grad(xp, gy, w, g):
         wf = w.reshape(g.g, og, cg, g.kh, g.kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
         wf = xp.ascontiguousarray(wf).reshape(g.g, cg, -1)
         return _gemm_forward(xp, _im2col(xp, gy, f), wf, f)
+    if g.n * (g.c // g.g) >= 8 * g.wo:
+        return _input_grad_channels_last(xp, gy, w, g)
     wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
     gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
     # (G, Kg, Og) @ (N, G, Og, P) -> (N, G, Kg, P)
     gcols = xp.matmul(wmat.transpose(0, 2, 1), gm)
     return _col2im(xp, gcols, g, gy.dtype)
+
+
+def _input_grad_channels_last(xp, gy, w, g):
+    """:func:`_input_grad` by col2im with (N, Cg) innermost, for narrow outputs
+    (small Wo), where the NCHW scatter would run numpy's inner loop over only
+    Wo elements: gcols = gy^T @ W per kernel offset, one batched GEMM with
+    N*Ho*Wo rows, then one strided add per offset over whole (Wo, N, Cg) rows,
+    and one transposing copy back to NCHW.
+    """
+    og, cg = g.o // g.g, g.c // g.g
+    # (N, O, Ho, Wo) -> (N, G, Og, Ho, Wo) -> (G, Ho, Wo, N, Og) -> (G, Ho*Wo*N, Og)
+    gyt = xp.empty((g.g, g.ho, g.wo, g.n, og), dtype=gy.dtype)
+    gyt[...] = gy.reshape(g.n, g.g, og, g.ho, g.wo).transpose(1, 3, 4, 0, 2)
+    gyt = gyt.reshape(g.g, -1, og)
+    # (O, Cg, kh, kw) -> (G, Og, Cg, kh, kw) -> (kh, kw, G, Og, Cg) -> (kh*kw, G, Og, Cg)
+    wk = xp.ascontiguousarray(w.reshape(g.g, og, cg, g.kh, g.kw).transpose(3, 4, 0, 1, 2))
+    wk = wk.reshape(g.kh * g.kw, g.g, og, cg)
+    # (G, Ho*Wo*N, Og) @ (kh*kw, G, Og, Cg) -> (kh*kw, G, Ho*Wo*N, Cg)
+    gcols = xp.matmul(gyt, wk)
+    # (kh*kw, G, Ho*Wo*N, Cg) -> (kh, kw, G, Ho, Wo, N, Cg)
+    gcols = gcols.reshape(g.kh, g.kw, g.g, g.ho, g.wo, g.n, cg)
+    t, _, left, _ = g.pad
+    sh, sw = g.stride
+    dh, dw = g.dilation
+    gxt = xp.zeros((g.g, g.h, g.w, g.n, cg), dtype=gy.dtype)  # (G, H, W, N, Cg)
+    for i in range(g.kh):
+        rows = _span(i * dh, sh, g.ho, t, g.h)
+        if rows is None:
+            continue
+        r0, r1, a = rows
+        for j in range(g.kw):
+            cs = _span(j * dw, sw, g.wo, left, g.w)
+            if cs is None:
+                continue
+            c0, c1, e = cs
+            gxt[:, a:a + sh * (r1 - r0 - 1) + 1:sh, e:e + sw * (c1 - c0 - 1) + 1:sw] += \
+                gcols[i, j, :, r0:r1, c0:c1]
+    gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype)
+    # (G, H, W, N, Cg) -> (N, G, Cg, H, W) -> (N, C, H, W)
+    gx.reshape(g.n, g.g, cg, g.h, g.w)[...] = gxt.transpose(3, 0, 4, 1, 2)
+    return gx
 
 
 def _add_bias(y, bias):

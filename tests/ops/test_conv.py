@@ -150,6 +150,59 @@ def test_conv2d_directional_gradcheck(case):
     directional_gradcheck(_fn(ops.conv2d, b, kw), _args(x, w, b), name="conv2d")
 
 
+@st.composite
+def narrow_cases(draw):
+    """A conv_cases geometry with the batch raised so that N*Cg >= 8*Wo: the
+    input gradient then takes the channels-last col2im (unless stride 1 with
+    few output channels picks the correlation)."""
+    x, w, _, kw = draw(conv_cases())
+    (sh, sw), (dh, dw), (t, bo, le, r) = kw["stride"], kw["dilation"], kw["padding"]
+    _, c, h, wd = x.shape
+    kh, kwid = w.shape[2:]
+    ho = (h + t + bo - dh * (kh - 1) - 1) // sh + 1
+    wo = (wd + le + r - dw * (kwid - 1) - 1) // sw + 1
+    n = -(-8 * wo // (c // kw["groups"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    x = rng.standard_normal((n, c, h, wd))
+    oph = h - ((ho - 1) * sh + dh * (kh - 1) + 1 - t - bo)
+    opw = wd - ((wo - 1) * sw + dw * (kwid - 1) + 1 - le - r)
+    return x, w, kw, (oph, opw), rng.standard_normal((n, w.shape[0], ho, wo))
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(narrow_cases())
+def test_conv2d_input_grad_channels_last_path(case):
+    x, w, kw, op, gy = case
+    calls = []
+    real = conv_mod._input_grad_channels_last
+    conv_mod._input_grad_channels_last = lambda *a: calls.append(1) or real(*a)
+    try:
+        xt = tg.tensor(x, requires_grad=True)
+        ops.conv2d(xt, tg.tensor(w), **kw).backward(tg.tensor(gy))
+        # a transposed conv's forward is the same kernel
+        yt = ops.conv_transpose2d(tg.tensor(gy), tg.tensor(w), output_padding=op, **kw)
+    finally:
+        conv_mod._input_grad_channels_last = real
+    corr = kw["stride"] == (1, 1) and w.shape[0] <= 2 * x.shape[1]
+    assert calls == ([] if corr else [1, 1])
+    ref = ref_conv_transpose2d(gy, w, None, output_padding=op, **kw)
+    np.testing.assert_allclose(xt.grad.data, ref, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(yt.data, ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,groups", [((2, 2, 4, 5), (12, 1, 1, 2), 2),
+                                                    ((2, 3, 5, 4), (2, 3, 2, 2), 1)])
+def test_conv2d_weight_grad_both_orientations(x_shape, w_shape, groups):
+    """Kg < 4*Og (gy @ cols^T per image) and Kg >= 4*Og (cols @ gy^T)."""
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    gradcheck(lambda x, w: ops.conv2d(x, w, stride=(1, 2), padding=(1, 0, 0, 1),
+                                      groups=groups), [x, w])
+    gradcheck(lambda x, w: ops.conv_transpose2d(x, w, stride=2, groups=groups),
+              [rng.standard_normal((2, w_shape[0], 3, 2)),
+               rng.standard_normal((w_shape[0], 2, 2, 3))])
+
+
 def test_conv2d_fully_connected():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 2, 4, 5))
