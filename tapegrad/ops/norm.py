@@ -113,6 +113,10 @@ class BatchNorm(Function):
             mean_s = _rowsum(xp, xc3).sum(axis=0) / m  # (N, C) -> (C,)
             xc -= _row(xp, mean_s, ln)  # two-pass variance: stable for tiny var
             mean = mean_s + shift
+            # x - mean in float32 misses the forward's (x - shift) - mean_s by the
+            # rounding of mean (up to half an ulp of a large mean, which can be a
+            # fair part of a tiny spread); delta puts it back in the backward
+            delta = (mean - shift) - mean_s  # (C,), exact-ish (Sterbenz)
             var = _rowdot(xp, xc3, xc3).sum(axis=0) / m  # (C,), biased
             if running_mean is not None:
                 _ema(running_mean, mean, momentum)
@@ -121,6 +125,7 @@ class BatchNorm(Function):
             mean = xp.asarray(running_mean.data, dtype=x.dtype)
             var = xp.asarray(running_var.data, dtype=x.dtype)
             xc = x2 - _row(xp, mean, ln)
+            delta = None
         invstd = 1 / xp.sqrt(var + eps)  # (C,)
         scale = invstd if weight is None else invstd * weight
         xc *= _row(xp, scale, ln)  # y = x_hat * weight + bias, in place
@@ -129,31 +134,35 @@ class BatchNorm(Function):
         nx, nw, nb = ctx.needs_input_grad
         ctx.training = training
         ctx.shape = x.shape
-        ctx.save_for_backward(x if (nw or (nx and training)) else None, mean, invstd,
+        ctx.save_for_backward(x if (nw or (nx and training)) else None, mean, delta, invstd,
                               scale if nx else None)
         return xc.reshape(x.shape)  # (N, C*L) -> (N, C, *)
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
-        x, mean, invstd, scale = ctx.saved_tensors
+        x, mean, delta, invstd, scale = ctx.saved_tensors
         nx, nw, nb = ctx.needs_input_grad
         n, c = ctx.shape[:2]
         g2 = g.reshape(n, -1)  # (N, C, *) -> (N, C*L)
         ln = g2.shape[1] // c
         m = n * ln
         g3 = g2.reshape(n, c, ln)  # (N, C*L) -> (N, C, L)
-        gb = _rowsum(xp, g3).sum(axis=0) if (nb or (nx and ctx.training)) else None  # (C,)
+        gb = _rowsum(xp, g3).sum(axis=0) if (nb or delta is not None) else None  # (C,)
         gw = xc = None
-        if x is not None:  # sum(g * x_hat) = invstd * sum(g * (x - mean)), x recentred
+        if x is not None:  # x_hat = (x - mean + delta) * invstd, x recentred here
             xc = x.reshape(n, -1) - _row(xp, mean, ln)  # (N, C*L), becomes dx
-            gw = _rowdot(xp, g3, xc.reshape(n, c, ln)).sum(axis=0) * invstd  # (C,)
+            gxc = _rowdot(xp, g3, xc.reshape(n, c, ln)).sum(axis=0)  # (C,)
+            if delta is not None:
+                gxc += delta * gb
+            gw = gxc * invstd  # sum(g * x_hat)
         gx = None
         if nx:
             if ctx.training:
                 # dx = scale * (g - sum(g)/m - x_hat * sum(g * x_hat)/m), in xc's buffer
-                xc *= _row(xp, gw * invstd / m, ln)
-                xc += _row(xp, gb / m, ln)
+                k = gw * invstd / m
+                xc *= _row(xp, k, ln)
+                xc += _row(xp, gb / m + delta * k, ln)
                 xp.subtract(g2, xc, out=xc)
                 xc *= _row(xp, scale, ln)
                 gx = xc

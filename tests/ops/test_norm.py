@@ -133,6 +133,23 @@ def test_batch_norm_tiny_variance_is_stable():
     assert np.all(np.isfinite(xc.grad.numpy()))
 
 
+@pytest.mark.parametrize("mean, spread", [(0.0, 1.0), (1000.0, 1e-3), (1e4, 1.0)])
+def test_batch_norm_float32_gradients_keep_their_digits_for_a_large_mean(mean, spread):
+    # float32 against float64 on the same float32 values: recentring x with a
+    # rounded float32 mean in the backward would cost dweight most of its digits
+    rng = np.random.default_rng(6)
+    x32 = (mean + spread * rng.normal(size=(8, 3, 6, 6))).astype(np.float32)
+    g, w, b = rng.normal(size=x32.shape), rng.uniform(0.5, 2, 3), rng.normal(size=3)
+    res = []
+    for dt in (np.float32, np.float64):
+        ts = [tg.tensor(a.astype(dt), requires_grad=True) for a in (x32, w, b)]
+        ops.batch_norm(*ts[:1], None, None, *ts[1:], training=True).backward(
+            tg.tensor(g.astype(dt)))
+        res.append([t.grad.numpy().astype(np.float64) for t in ts])
+    for got, ref in zip(*res):
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+
+
 @pytest.mark.parametrize("shape", [(6, 4), (5, 3, 4, 3)])
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("affine", [True, False])
