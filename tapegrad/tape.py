@@ -322,21 +322,26 @@ def _share_version(view, base):
 def _track_saved(ctx, args, outs):
     """Note where each saved array came from (input i / output k of this
     entry) and that tensor's version now, for the check before backward."""
-    src = []
-    for v in ctx.saved:
+    src = None
+    saved = ctx.saved
+    for j, v in enumerate(saved):
+        if v is None or type(v) is float:  # the common constants: nothing to track
+            continue
         found = None
-        if getattr(v, "shape", None) is not None:  # arrays only, not None or numbers
-            for i, a in enumerate(args):
-                if isinstance(a, Tensor) and v is a.data:
-                    found = ("in", i, a._version, a._version[0])
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor) and v is a.data:
+                found = ("in", i, a._version, a._version[0])
+                break
+        else:
+            for k, o in enumerate(outs):
+                if v is o.data:
+                    found = ("out", k, o._version, o._version[0])
                     break
-            else:
-                for k, o in enumerate(outs):
-                    if v is o.data:
-                        found = ("out", k, o._version, o._version[0])
-                        break
-        src.append(found)
-    if any(src):  # else all constants: nothing to check or to differentiate through
+        if found is not None:
+            if src is None:
+                src = [None] * len(saved)
+            src[j] = found
+    if src is not None:  # else all constants: nothing to check or to differentiate through
         ctx.saved_src = src
 
 
@@ -371,7 +376,9 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     With ``capture`` (``{id(tensor): (tensor, slot)}``) the gradients reaching
     those tensors are returned by slot instead of accumulated into ``.grad``.
     """
-    pending: dict[Node, list] = {}  # entry -> gradient of each of its outputs
+    # entry -> the gradient of its output, summed over consumers so far; for an
+    # entry with several outputs, a list with one gradient (or None) per output
+    pending: dict = {}
     captured: dict[int, list] = {}
     cap_nodes = {}
     if capture:
@@ -389,15 +396,12 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
 
     stack = []
     for t, g in zip(roots, grads):
-        node = t._node
-        if node is None:
+        if t._node is None:
             to_leaf(t, g)
-            continue
-        buf = pending.get(node)
-        if buf is None:
-            buf = pending[node] = [None] * node.n_out
-            stack.append(node)
-        _accumulate(buf, t._out_nr, g)
+        else:
+            if t._node not in pending:
+                stack.append(t._node)
+            _add_pending(pending, t._node, t._out_nr, g)
 
     # what is reachable from the roots: an explicit stack, never recursion
     seen = set(stack)
@@ -419,6 +423,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                 continue  # nothing flowed into it (its consumers' gradients were None)
             if node.saved is None:  # released by an earlier backward
                 raise GraphError(_freed_message(node))
+            buf = [buf] if node.n_out == 1 else buf
             if node.retained is not None or cap_nodes or node.out_meta is not None:
                 _prepare_outputs(node, buf, cap_nodes, captured, create_graph)
             if node.saved_src is not None:
@@ -444,15 +449,25 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                     g = g.astype(dtype)
                 if k < 0:
                     to_leaf(target, g)
-                    continue
-                tbuf = pending.get(target)
-                if tbuf is None:
-                    tbuf = pending[target] = [None] * target.n_out
-                old = tbuf[k]
-                tbuf[k] = g if old is None else old + g
+                elif target.n_out == 1:  # the common case, inlined
+                    old = pending.get(target)
+                    pending[target] = g if old is None else old + g
+                else:
+                    _add_pending(pending, target, k, g)
     finally:
         _local.enabled = prev_mode
     return captured
+
+
+def _add_pending(pending, node, k, g):
+    if node.n_out == 1:
+        old = pending.get(node)
+        pending[node] = g if old is None else old + g
+        return
+    buf = pending.get(node)
+    if buf is None:
+        buf = pending[node] = [None] * node.n_out
+    _accumulate(buf, k, g)
 
 
 def _accumulate(buf, k, g):

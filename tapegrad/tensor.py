@@ -330,31 +330,31 @@ class Tensor:
 
     # -------------------------------------------------------------- operators
     def __add__(self, other):
-        return _ops.Add.apply(self, other)
+        return _binary(_ops.Add, self, other)
 
     def __radd__(self, other):
         return _ops.Add.apply(other, self)
 
     def __sub__(self, other):
-        return _ops.Sub.apply(self, other)
+        return _binary(_ops.Sub, self, other)
 
     def __rsub__(self, other):
         return _ops.Sub.apply(other, self)
 
     def __mul__(self, other):
-        return _ops.Mul.apply(self, other)
+        return _binary(_ops.Mul, self, other)
 
     def __rmul__(self, other):
         return _ops.Mul.apply(other, self)
 
     def __truediv__(self, other):
-        return _ops.Div.apply(self, other)
+        return _binary(_ops.Div, self, other)
 
     def __rtruediv__(self, other):
         return _ops.Div.apply(other, self)
 
     def __pow__(self, other):
-        return _ops.Pow.apply(self, other)
+        return _binary(_ops.Pow, self, other)
 
     def __rpow__(self, other):
         return _ops.Pow.apply(other, self)
@@ -506,6 +506,17 @@ class Tensor:
 
     def minimum(self, other):
         return _ops.minimum(self, other)
+
+
+_NO_PARAMS: dict = {}
+
+
+def _binary(op, x, other):
+    """``x <op> other``: with a constant ``other`` (a number, an array) straight to
+    the single-tensor fast path, skipping ``apply``'s argument sorting."""
+    if isinstance(other, Tensor):
+        return op.apply(x, other)
+    return op._apply_unary(x, (other,), _NO_PARAMS)
 
 
 def _index(index):
