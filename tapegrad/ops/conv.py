@@ -12,19 +12,26 @@ Conventions
 How it is computed
 ------------------
 im2col: a strided view of every window of the padded input
-(:func:`._windows.sliding_windows`, no copy) is copied once into a column
-matrix laid out ``(C, kh, kw, N, Ho, Wo)``, i.e. ``(groups, Cg*kh*kw, N*Ho*Wo)``.
-Each direction is then one batched BLAS GEMM over the groups:
+(:func:`._windows.sliding_windows`, no copy) is copied once, in order, into a
+column array laid out per image ``(N, C, kh, kw, Ho, Wo)``, i.e.
+``(N, G, Cg*kh*kw, Ho*Wo)``. Each direction is then one batched BLAS GEMM
+(numpy's matmul loops over images and groups in C; one GEMM per image measured
+~30% faster with OpenBLAS than one skinny GEMM over ``N*Ho*Wo`` columns, and
+writes NCHW directly, so no transposing copy of the output):
 
-* forward        ``y  = W  @ cols``           ``(G, Og, Kg) @ (G, Kg, N*P)``
-* weight grad    ``gW = gy @ cols^T``         ``(G, Og, N*P) @ (G, N*P, Kg)``
-* input grad     ``gcols = W^T @ gy`` then col2im: one strided add per kernel
-  offset (kh*kw iterations, never a loop over pixels, channels or batch).
+* forward        ``y  = W  @ cols``        ``(G, Og, Kg) @ (N, G, Kg, P) -> (N, O, Ho, Wo)``
+* weight grad    ``gW = sum_n gy @ cols^T`` ``(N, G, Og, P) @ (N, G, P, Kg)``, summed over N
+* input grad     stride 1 with few output channels: the correlation of gy with
+  the flipped kernel (a forward-style im2col + GEMM); otherwise
+  ``gcols = W^T @ gy`` then col2im, one strided add per kernel offset clipped
+  to the input (kh*kw iterations, never a loop over pixels, channels or
+  batch), channels-last when the output rows are short.
 
-The column matrix is saved for the weight gradient (no second im2col in
+The column array is saved for the weight gradient (no second im2col in
 backward), the weight only when the input gradient is needed, and nothing of
 ``x`` when only the input gradient is needed. ``conv_transpose2d`` runs the
-same three kernels with the roles of forward and input gradient swapped.
+same three kernels with the roles of forward and input gradient swapped (and
+saves its input ``x`` for the weight gradient).
 """
 
 from __future__ import annotations
