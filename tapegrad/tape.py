@@ -35,6 +35,7 @@ __all__ = [
     "is_grad_enabled",
     "backward",
     "grad",
+    "entries",
 ]
 
 # ----------------------------------------------------------------- grad mode
@@ -403,16 +404,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                 stack.append(t._node)
             _add_pending(pending, t._node, t._out_nr, g)
 
-    # what is reachable from the roots: an explicit stack, never recursion
-    seen = set(stack)
-    while stack:
-        for e in stack.pop().edges:
-            if e[2] >= 0:
-                p = e[1]
-                if p not in seen:
-                    seen.add(p)
-                    stack.append(p)
-    order = sorted(seen, key=_by_seq, reverse=True)  # consumers before producers
+    order = _reachable(stack)
 
     prev_mode = _local.enabled
     _local.enabled = create_graph
@@ -457,6 +449,30 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     finally:
         _local.enabled = prev_mode
     return captured
+
+
+def _reachable(nodes):
+    """The entries reachable from ``nodes``, consumers before producers (an
+    explicit stack, never recursion; recording order is a topological order)."""
+    stack = list(nodes)
+    seen = set(stack)
+    while stack:
+        for e in stack.pop().edges:
+            if e[2] >= 0:
+                p = e[1]
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+    return sorted(seen, key=_by_seq, reverse=True)
+
+
+def entries(*tensors):
+    """The tape entries behind ``tensors``, in the order backward replays them.
+
+    For inspection: ``[e.name for e in tapegrad.tape.entries(loss)]``, or the
+    arrays each keeps for its vjp (``e.saved``).
+    """
+    return _reachable({t._node for t in tensors if t._node is not None})
 
 
 def _add_pending(pending, node, k, g):

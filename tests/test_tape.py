@@ -338,3 +338,11 @@ def test_backward_order_is_deterministic():
         total.sum().backward()
         results.append(x.grad.numpy())
     np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_entries_lists_the_tape_in_replay_order():
+    x = leaf([1.0, 2.0])
+    y = ops.exp(x * 2.0).sum()
+    names = [e.name for e in tg.tape.entries(y)]
+    assert names == ["Sum", "Exp", "Mul"]
+    assert tg.tape.entries(x) == []
