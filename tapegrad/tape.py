@@ -556,6 +556,24 @@ def _accumulate_leaf(t, g, create_graph):
         t.grad = _wrap(old.data + g, t.device, None, 0, False)
 
 
+def _roots(who, tensors, grads, create_graph):
+    """Normalise (tensors, grads) to lists and make each root's seed gradient:
+    ones for a one-element root, else the given gradient of the root's shape."""
+    if isinstance(tensors, Tensor):
+        tensors, grads = [tensors], [grads]
+    else:
+        tensors = list(tensors)
+        grads = [None] * len(tensors) if grads is None else list(grads)
+    seeds = []
+    for t, g in zip(tensors, grads):
+        _check_root(t, who)
+        s = _seed(t, g, who)
+        if create_graph:
+            s = g if isinstance(g, Tensor) else _wrap(s, t.device, None, 0, False)
+        seeds.append(s)
+    return tensors, seeds
+
+
 def _seed(t, g, who):
     xp = t.device.xp
     if g is None:
@@ -588,18 +606,7 @@ def _check_root(t, who):
 
 def backward(tensors, grad_tensors=None, retain_graph=False, create_graph=False):
     """Accumulate d(tensors)/d(leaves) into every reachable leaf's ``.grad``."""
-    if isinstance(tensors, Tensor):
-        tensors, grad_tensors = [tensors], [grad_tensors]
-    else:
-        tensors = list(tensors)
-        grad_tensors = [None] * len(tensors) if grad_tensors is None else list(grad_tensors)
-    seeds = []
-    for t, g in zip(tensors, grad_tensors):
-        _check_root(t, "backward")
-        s = _seed(t, g, "backward")
-        if create_graph:
-            s = g if isinstance(g, Tensor) else _wrap(s, t.device, None, 0, False)
-        seeds.append(s)
+    tensors, seeds = _roots("backward", tensors, grad_tensors, create_graph)
     run_backward(tensors, seeds, retain_graph or create_graph, create_graph)
 
 
@@ -610,11 +617,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     >>> x = tapegrad.tensor([1.0, 2.0], requires_grad=True)
     >>> (g,) = tapegrad.grad((x * x).sum(), x)      # g == 2 * x
     """
-    if isinstance(outputs, Tensor):
-        outputs, grad_outputs = [outputs], [grad_outputs]
-    else:
-        outputs = list(outputs)
-        grad_outputs = [None] * len(outputs) if grad_outputs is None else list(grad_outputs)
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     if retain_graph is None:
         retain_graph = create_graph
@@ -623,13 +625,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise GraphError(f"grad: every input must be a Tensor that requires grad, got "
                              f"{describe(t)}")
     capture = {id(t): (t, i) for i, t in enumerate(inputs)}
-    seeds = []
-    for t, g in zip(outputs, grad_outputs):
-        _check_root(t, "grad")
-        s = _seed(t, g, "grad")
-        if create_graph:
-            s = g if isinstance(g, Tensor) else _wrap(s, t.device, None, 0, False)
-        seeds.append(s)
+    outputs, seeds = _roots("grad", outputs, grad_outputs, create_graph)
     found = run_backward(outputs, seeds, retain_graph, create_graph, capture)
     result = []
     for i, t in enumerate(inputs):
