@@ -17,19 +17,7 @@ from hypothesis import strategies as hst
 
 import tapegrad
 from tapegrad.testing import gradcheck
-
-try:  # the project's own strategies (kink-free float arrays, small shapes)
-    from tapegrad.testing.strategies import arrays, shapes
-except ImportError:  # an older tapegrad: fall back to hypothesis' own
-    from hypothesis.extra.numpy import array_shapes
-    from hypothesis.extra.numpy import arrays as _hnp_arrays
-
-    def shapes(min_dims=0, max_dims=3, min_side=1, max_side=4):
-        return array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side,
-                            max_side=max_side)
-
-    def arrays(shape, low=-2.0, high=2.0):
-        return _hnp_arrays(np.float64, shape, elements=hst.floats(low, high))
+from tapegrad.testing.strategies import arrays, shapes  # kink-free arrays, small shapes
 
 
 class Huber(tapegrad.Function):
