@@ -1,4 +1,4 @@
-"""The ``tapegrad`` command line: ``tapegrad train`` and ``tapegrad eval``.
+"""The ``tapegrad`` command line: ``tapegrad train``, ``eval`` and ``check``.
 
 Every tapegrad error (bad argument, missing data, missing CuPy, ...) becomes a
 one-line message on stderr and exit status 2, not a traceback. Subcommands
@@ -121,11 +121,24 @@ def _run_eval(args) -> int:
     return run(args)
 
 
+def _add_check(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", metavar="DEV", help="cpu (default), cuda or cuda:N")
+    p.add_argument("--only", metavar="NAME", help="only ops whose name contains NAME")
+
+
+def _run_check(args) -> int:
+    from .check import run
+
+    return run(args)
+
+
 COMMANDS = {
     "train": (_add_train, _run_train,
               "train a model on digits or MNIST (default: a LeNet-style CNN on the bundled "
               "digits, >= 97%% test accuracy in well under a minute on a CPU)"),
     "eval": (_add_eval, _run_eval, "test accuracy and confusion matrix of a checkpoint"),
+    "check": (_add_check, _run_check,
+              "gradcheck every registered op on a device and print a pass/fail table"),
 }
 
 
