@@ -415,15 +415,16 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                 continue  # nothing flowed into it (its consumers' gradients were None)
             if node.saved is None:  # released by an earlier backward
                 raise GraphError(_freed_message(node))
-            buf = [buf] if node.n_out == 1 else buf
+            grads = (buf,) if node.n_out == 1 else buf  # one gradient per output
             if node.retained is not None or cap_nodes or node.out_meta is not None:
-                _prepare_outputs(node, buf, cap_nodes, captured, create_graph)
+                grads = list(grads)
+                _prepare_outputs(node, grads, cap_nodes, captured, create_graph)
             if node.saved_src is not None:
                 _check_versions(node)
             if create_graph:
-                in_grads = _backward_with_graph(node, buf)
+                in_grads = _backward_with_graph(node, grads)
             else:
-                in_grads = node.fn.backward(node, *buf)
+                in_grads = node.fn.backward(node, *grads)
             if type(in_grads) is not tuple:
                 in_grads = (in_grads,)
             if not retain_graph and node.saved:
