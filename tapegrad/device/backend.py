@@ -14,8 +14,6 @@ from __future__ import annotations
 class ArrayBackend:
     """NumPy/CuPy plus the helpers vjp rules share."""
 
-    graph = False  # rules may branch on this for raw-array-only shortcuts
-
     def __init__(self, module):
         self.module = module
         self.name = module.__name__
@@ -40,9 +38,6 @@ class ArrayBackend:
         else:
             self.module.add.at(out, index, values)
         return out
-
-    def sum_to_shape(self, g, shape):
-        return sum_to_shape(g, shape)
 
 
 def sum_to_shape(g, shape):

@@ -7,13 +7,11 @@ twice differentiable, and must not set ``differentiable_twice``.
 
 from __future__ import annotations
 
-from ..device.backend import sum_to_shape
-from ..tensor import Tensor, _wrap
+from ..tensor import Tensor
 from . import activation, elementwise, linalg, reduction, shape
 
 
 class TensorBackend:
-    graph = True
     name = "tapegrad"
 
     exp = staticmethod(elementwise.exp)
@@ -36,19 +34,10 @@ class TensorBackend:
     stack = staticmethod(shape.stack)
     matmul = staticmethod(linalg.matmul)
     sum = staticmethod(reduction.sum)
-    sum_to_shape = staticmethod(sum_to_shape)
 
     @staticmethod
     def scatter_add(shape_, index, values, dtype=None):
         return shape.scatter_add(values, shape_, index)
-
-    @staticmethod
-    def zeros_like(t):
-        return _wrap(t.device.xp.zeros_like(t.data), t.device, None, 0, False)
-
-    @staticmethod
-    def ones_like(t):
-        return _wrap(t.device.xp.ones_like(t.data), t.device, None, 0, False)
 
     @staticmethod
     def asarray(t, dtype=None):
