@@ -13,22 +13,16 @@ How it is computed
 ------------------
 im2col: a strided view of every window of the padded input
 (:func:`._windows.sliding_windows`, no copy) is copied once, in order, into a
-column array. Its layout depends on the number of output pixels P = Ho*Wo:
+column array laid out per image ``(N, C, kh, kw, Ho, Wo)``, i.e.
+``(N, G, Cg*kh*kw, Ho*Wo)``. Each direction is then one batched BLAS GEMM
+(numpy's matmul loops over images and groups in C; one GEMM per image measured
+~30% faster with OpenBLAS than one skinny GEMM over ``N*Ho*Wo`` columns, and
+writes NCHW directly, so no transposing copy of the output):
 
-* per image (P >= 512): ``(N, C, kh, kw, Ho, Wo)``, i.e. ``(N, G, Kg, P)``;
-  each direction is one batched BLAS GEMM (numpy's matmul loops over images
-  and groups in C; one GEMM per image measured ~30% faster with OpenBLAS than
-  one skinny GEMM over ``N*Ho*Wo`` columns, and writes NCHW directly):
-  forward ``y = W @ cols`` ``(G, Og, Kg) @ (N, G, Kg, P)``, weight grad
-  ``gW = sum_n gy @ cols^T`` per image, summed over N;
-* flat (small P): ``(C, kh, kw, N, Ho, Wo)``, i.e. ``(G, Kg, N*P)``; forward
-  ``(G, Og, Kg) @ (G, Kg, N*P)`` then a transposing copy to NCHW, weight grad
-  one GEMM ``cols @ gy^T`` with reduction depth N*P (gy copied to
-  ``(G, Og, N*P)``), which OpenBLAS runs faster and splits across threads
-  better than N GEMMs of depth P.
-
-Input grad: stride 1 with few output channels, the correlation of gy with
-  the flipped kernel (a per-image im2col of gy + GEMM); otherwise
+* forward        ``y  = W  @ cols``        ``(G, Og, Kg) @ (N, G, Kg, P) -> (N, O, Ho, Wo)``
+* weight grad    ``gW = sum_n gy @ cols^T`` ``(N, G, Og, P) @ (N, G, P, Kg)``, summed over N
+* input grad     stride 1 with few output channels: the correlation of gy with
+  the flipped kernel (a forward-style im2col + GEMM); otherwise
   ``gcols = W^T @ gy`` then col2im, one strided add per kernel offset clipped
   to the input (kh*kw iterations, never a loop over pixels, channels or
   batch), channels-last when the output rows are short.
@@ -54,7 +48,7 @@ class _Geom:
     -> y (N, O, Ho, Wo)`` (for a transposed conv: the conv it is the adjoint of)."""
 
     __slots__ = ("n", "c", "h", "w", "o", "kh", "kw", "g", "stride", "dilation", "pad",
-                 "ho", "wo", "flat")
+                 "ho", "wo")
 
     def padded_shape(self):
         t, b, left, r = self.pad
@@ -108,24 +102,8 @@ def _check_common(op, x, w, b, groups, in_axis, out_axis):
 # them in the malloc heap, so they do not page-fault on every call.
 
 
-# Column layouts. Per image, (N, G, Kg, P): one GEMM per image, written NCHW directly
-# (best when P = Ho*Wo is large). Flat, (G, Kg, N*P): one GEMM over all images for
-# each direction; the weight gradient's reduction then runs over N*P instead of
-# P per image, which OpenBLAS splits far better (and runs faster on 1 thread too)
-# when P is small, at the price of one small transposing copy of y and of gy.
-_FLAT_BELOW_P = 512
-
-
-def _flat(g):
-    """Whether the x columns of conv geometry ``g`` (saved for the weight
-    gradient) should use the flat (G, Kg, N*P) layout; sets ``g.flat``."""
-    g.flat = g.ho * g.wo < _FLAT_BELOW_P
-    return g
-
-
 def _im2col(xp, x, g):
-    """x (N, C, H, W) -> cols, contiguous: (N, G, Cg*kh*kw, Ho*Wo) per image, or
-    (G, Cg*kh*kw, N*Ho*Wo) when ``g.flat``."""
+    """x (N, C, H, W) -> cols (N, G, Cg*kh*kw, Ho*Wo), contiguous."""
     t, b, left, r = g.pad
     if t or b or left or r:
         xpad = xp.zeros(g.padded_shape(), dtype=x.dtype)
@@ -136,12 +114,6 @@ def _im2col(xp, x, g):
     # (N, C, Ho', Wo', kh, kw) -> (N, C, Ho, Wo, kh, kw): a transposed conv's output_padding
     # (when smaller than the dilation) can leave rows no input pixel reaches
     win = win[:, :, :g.ho, :g.wo]
-    if g.flat:
-        cols = xp.empty((g.c, g.kh, g.kw, g.n, g.ho, g.wo), dtype=x.dtype)
-        # one copy, written in order: (N, C, Ho, Wo, kh, kw) -> (C, kh, kw, N, Ho, Wo)
-        cols[...] = win.transpose(1, 4, 5, 0, 2, 3)
-        # (C, kh, kw, N, Ho, Wo) -> (G, Cg*kh*kw, N*Ho*Wo)
-        return cols.reshape(g.g, -1, g.n * g.ho * g.wo)
     cols = xp.empty((g.n, g.c, g.kh, g.kw, g.ho, g.wo), dtype=x.dtype)
     # one copy, written in order: (N, C, Ho, Wo, kh, kw) -> (N, C, kh, kw, Ho, Wo)
     cols[...] = win.transpose(0, 1, 4, 5, 2, 3)
@@ -185,39 +157,20 @@ def _col2im(xp, gcols, g, dtype):
 
 
 def _gemm_forward(xp, cols, wmat, g):
-    """wmat (G, Og, Kg) times the columns of :func:`_im2col` -> y (N, O, Ho, Wo),
-    contiguous. Per image: ``(G, Og, Kg) @ (N, G, Kg, P)``, one BLAS GEMM per image
-    (numpy's matmul loops over N in C), written NCHW directly. Flat:
-    ``(G, Og, Kg) @ (G, Kg, N*P)`` and one transposing copy to NCHW."""
-    if not g.flat:
-        ym = xp.matmul(wmat, cols)
-        # (N, G, Og, P) -> (N, O, Ho, Wo)
-        return ym.reshape(g.n, g.o, g.ho, g.wo)
-    og, p = g.o // g.g, g.ho * g.wo
-    ym = xp.matmul(wmat, cols)  # (G, Og, Kg) @ (G, Kg, N*P) -> (G, Og, N*P)
-    y = xp.empty((g.n, g.o, g.ho, g.wo), dtype=ym.dtype)
-    # (G, Og, N*P) -> (G, Og, N, P) -> (N, G, Og, P), into (N, O, Ho, Wo)
-    y.reshape(g.n, g.g, og, p)[...] = ym.reshape(g.g, og, g.n, p).transpose(2, 0, 1, 3)
-    return y
+    """(G, Og, Kg) @ (N, G, Kg, P) -> (N, G, Og, P) -> (N, O, Ho, Wo), contiguous:
+    one BLAS GEMM per image (numpy's matmul loops over N in C)."""
+    ym = xp.matmul(wmat, cols)
+    # (N, G, Og, P) -> (N, O, Ho, Wo)
+    return ym.reshape(g.n, g.o, g.ho, g.wo)
 
 
 def _weight_grad(xp, gy, cols, g):
-    """gW = sum over images of gy @ cols^T: gy (N, O, Ho, Wo), cols from
-    :func:`_im2col` -> (O, Cg, kh, kw).
+    """gW = sum over images of gy @ cols^T: gy (N, O, Ho, Wo), cols (N, G, Kg, P)
+    -> (O, Cg, kh, kw).
 
-    Flat columns: one GEMM ``cols @ gy^T`` with reduction depth N*P (gy copied to
-    (G, Og, N*P) first). Per image, in the orientation OpenBLAS runs faster:
-    ``cols @ gy^T`` (Kg rows) when Kg is much larger than Og, else ``gy @ cols^T``."""
+    Per image, in the orientation OpenBLAS runs faster: ``cols @ gy^T`` (Kg rows)
+    when Kg is much larger than Og, else ``gy @ cols^T``."""
     og = g.o // g.g
-    if g.flat:
-        gyt = xp.empty((g.g, og, g.n, g.ho * g.wo), dtype=gy.dtype)
-        # (N, O, Ho, Wo) -> (N, G, Og, P) -> (G, Og, N, P)
-        gyt[...] = gy.reshape(g.n, g.g, og, -1).transpose(1, 2, 0, 3)
-        gyt = gyt.reshape(g.g, og, -1)  # (G, Og, N, P) -> (G, Og, N*P)
-        # (G, Kg, N*P) @ (G, N*P, Og) -> (G, Kg, Og)
-        gwt = xp.matmul(cols, gyt.transpose(0, 2, 1))
-        # (G, Kg, Og) -> (G, Og, Kg) -> (O, Cg, kh, kw)
-        return gwt.transpose(0, 2, 1).reshape(g.o, g.c // g.g, g.kh, g.kw)
     gm = gy.reshape(g.n, g.g, og, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
     if cols.shape[2] >= 4 * og:
         # (N, G, Kg, P) @ (N, G, P, Og) -> (N, G, Kg, Og) -> (G, Kg, Og)
@@ -258,8 +211,6 @@ def _input_grad(xp, gy, w, g):
         f.stride, f.dilation = (1, 1), g.dilation
         f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
         f.ho, f.wo = g.h, g.w
-        # per image: the flat im2col copy runs slower, and no weight gradient follows
-        f.flat = False
         og, cg = g.o // g.g, g.c // g.g
         # flipped kernel, in and out swapped within each group:
         # (O, Cg, kh, kw) -> (G, Og, Cg, kh, kw) -> (G, Cg, Og, kh, kw) -> (G, Cg, Og*kh*kw)
@@ -346,7 +297,7 @@ def _conv_geom(op, x, w, stride, padding, dilation, groups):
     t, b, left, r = g.pad
     g.ho = out_size(op, "height", g.h, g.kh, g.stride[0], t, b, g.dilation[0])
     g.wo = out_size(op, "width", g.w, g.kw, g.stride[1], left, r, g.dilation[1])
-    return _flat(g)
+    return g
 
 
 class Conv2d(Function):
@@ -359,7 +310,7 @@ class Conv2d(Function):
         g = _conv_geom(op, x, w, stride, padding, dilation, groups)
         xp = ctx.xp
         nx, nw, _ = ctx.needs_input_grad
-        cols = _im2col(xp, x, g)  # (N, G, Kg, P) or flat, saved for the weight gradient
+        cols = _im2col(xp, x, g)  # (N, G, Kg, P), saved for the weight gradient
         wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
         y = _add_bias(_gemm_forward(xp, cols, wmat, g), b)
         ctx.geom = g
@@ -407,7 +358,6 @@ class ConvTranspose2d(Function):
         g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.g = n, cout, hout, wout, cin, kh, kw, groups
         g.stride, g.dilation, g.pad = (sh, sw), (dh, dw), (t, bt, left, r)
         g.ho, g.wo = h, wd
-        _flat(g)
         xp = ctx.xp
         nx, nw, _ = ctx.needs_input_grad
         y = _add_bias(_input_grad(xp, x, w, g), b)
@@ -425,7 +375,7 @@ class ConvTranspose2d(Function):
         if nb:
             gb = _bias_grad(xp, gy)
         if nx or nw:
-            cols = _im2col(xp, gy, g)  # (N, Cout, Hout, Wout) -> (N, G, Kg, H*W) or flat
+            cols = _im2col(xp, gy, g)  # (N, Cout, Hout, Wout) -> (N, G, Kg, H*W)
             if nx:
                 wmat = w.reshape(g.g, g.o // g.g, -1)  # (G, Cin/G, Kg)
                 gx = _gemm_forward(xp, cols, wmat, g)  # -> (N, Cin, H, W)

@@ -204,24 +204,6 @@ def test_conv2d_weight_grad_both_orientations(x_shape, w_shape, groups):
                rng.standard_normal((w_shape[0], 2, 2, 3))])
 
 
-@pytest.mark.parametrize("flat_below", [0, 10**9])
-@pytest.mark.parametrize("kw", [dict(padding=1), dict(stride=(2, 1), padding=(1, 0, 2, 1),
-                                dilation=(1, 2), groups=2)])
-def test_conv2d_both_column_layouts(monkeypatch, flat_below, kw):
-    """Per-image (N, G, Kg, P) and flat (G, Kg, N*P) columns, forced by the
-    threshold on P: same forward and gradients (conv2d and conv_transpose2d)."""
-    monkeypatch.setattr(conv_mod, "_FLAT_BELOW_P", flat_below)
-    rng = np.random.default_rng(10)
-    x = rng.standard_normal((3, 4, 6, 5))
-    w = rng.standard_normal((6, 4 // kw.get("groups", 1), 3, 2))
-    b = rng.standard_normal(6)
-    y = ops.conv2d(tg.tensor(x), tg.tensor(w), tg.tensor(b), **kw)
-    np.testing.assert_allclose(y.data, ref_conv2d(x, w, b, **kw), rtol=1e-10, atol=1e-10)
-    gradcheck(_fn(ops.conv2d, b, kw), [x, w, b], name="conv2d")
-    wt = rng.standard_normal((4, 6 // kw.get("groups", 1), 3, 2))
-    gradcheck(_fn(ops.conv_transpose2d, b, kw), [x, wt, b], name="conv_transpose2d")
-
-
 def test_conv2d_fully_connected():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 2, 4, 5))
