@@ -10,6 +10,7 @@ tapegrad and, in the same run when it is installed, PyTorch.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -47,15 +48,25 @@ def chain_torch(n_steps):
     return run
 
 
-def us_per_op(run, n_ops, repeats):
-    for _ in range(5):
+def time_runs(run, repeats):
+    for _ in range(3):
         run()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         run()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times) / n_ops * 1e6
+    return times
+
+
+def alternate(runs, repeats, blocks=5):
+    """Time each run in turn, ``blocks`` times, so that load on the shared
+    machine hits both columns alike; returns (median, min) seconds per run."""
+    times = {k: [] for k in runs}
+    for _ in range(blocks):
+        for k, run in runs.items():
+            times[k] += time_runs(run, max(repeats // blocks, 3))
+    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
 def main():
@@ -65,20 +76,28 @@ def main():
     try:
         import torch
 
-        torch.set_num_threads(1)
         torch_version = torch.__version__
     except ImportError:
         torch = None
-    print(f"machine: {platform.machine()} {platform.processor() or ''}, "
-          f"python {platform.python_version()}, numpy {np.__version__}, "
-          f"torch {torch_version if torch else 'not installed'}")
-    print(f"{'chain':>10} {'ops':>6} {'tapegrad us/op':>15} {'torch us/op':>12} {'ratio':>7}")
+    peer = f"{torch_version} ({torch.get_num_threads()} threads)" if torch else "not installed"
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, "
+          f"python {platform.python_version()}, numpy {np.__version__}, torch {peer}")
+    print("us per op = (forward + backward time) / (2 ops per step); median [min] of "
+          "alternating blocks")
+    print(f"{'chain':>6} {'ops':>6} {'tapegrad us/op':>16} {'torch us/op':>16} {'ratio':>12}")
     for steps in (100, 1000):
-        n_ops = 2 * steps + 2  # mul and add per step, then sum and backward's seed
-        reps = args.repeats if steps == 100 else max(args.repeats // 10, 5)
-        ours = us_per_op(chain_tapegrad(steps), 2 * steps, reps)
-        theirs = us_per_op(chain_torch(steps), 2 * steps, reps) if torch else float("nan")
-        print(f"{steps:>10} {n_ops:>6} {ours:>15.2f} {theirs:>12.2f} {ours / theirs:>7.2f}")
+        n_ops = 2 * steps
+        runs = {"tapegrad": chain_tapegrad(steps)}
+        if torch:
+            runs["torch"] = chain_torch(steps)
+        reps = args.repeats if steps == 100 else max(args.repeats // 10, 10)
+        res = {k: (med / n_ops * 1e6, best / n_ops * 1e6)
+               for k, (med, best) in alternate(runs, reps).items()}
+        ours = res["tapegrad"]
+        theirs = res.get("torch", (float("nan"), float("nan")))
+        print(f"{steps:>6} {n_ops:>6} {ours[0]:>8.2f} [{ours[1]:>5.2f}] "
+              f"{theirs[0]:>8.2f} [{theirs[1]:>5.2f}] {ours[0] / theirs[0]:>5.2f} "
+              f"[{ours[1] / theirs[1]:.2f}]")
 
 
 if __name__ == "__main__":
