@@ -123,6 +123,8 @@ def leaky_relu(x, negative_slope=0.01):
     """``x`` if ``x > 0`` else ``negative_slope * x`` (MatConvNet's ``leak``).
 
     The slope must be >= 0 so that backward can work from the output alone.
+
+    >>> ops.leaky_relu(x, 0.1)
     """
     if negative_slope < 0:
         raise ArgumentError(f"leaky_relu: negative_slope must be >= 0, got {negative_slope}")
@@ -130,12 +132,18 @@ def leaky_relu(x, negative_slope=0.01):
 
 
 def sigmoid(x):
-    """``1 / (1 + exp(-x))``, computed without overflow; backward from the output."""
+    """``1 / (1 + exp(-x))``, computed without overflow; backward from the output.
+
+    >>> ops.sigmoid(x)
+    """
     return Sigmoid.apply(x)
 
 
 def tanh(x):
-    """Hyperbolic tangent; backward from the output."""
+    """Hyperbolic tangent; backward from the output.
+
+    >>> ops.tanh(x)
+    """
     return Tanh.apply(x)
 
 
@@ -149,5 +157,8 @@ def softmax(x, axis=1):
 
 
 def log_softmax(x, axis=1):
-    """``log(softmax(x))`` along ``axis``, computed stably (no log of 0)."""
+    """``log(softmax(x))`` along ``axis``, computed stably (no log of 0).
+
+    >>> ops.log_softmax(logits, axis=1)
+    """
     return LogSoftmax.apply(x, axis)

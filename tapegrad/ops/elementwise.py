@@ -268,68 +268,107 @@ def add(x, y):
 
 
 def sub(x, y):
-    """``x - y``."""
+    """``x - y``.
+
+    >>> ops.sub(x, 1.0)
+    """
     return Sub.apply(x, y)
 
 
 def mul(x, y):
-    """``x * y``."""
+    """``x * y``.
+
+    >>> ops.mul(x, w)
+    """
     return Mul.apply(x, y)
 
 
 def div(x, y):
-    """``x / y``."""
+    """``x / y``.
+
+    >>> ops.div(x, x.sum())
+    """
     return Div.apply(x, y)
 
 
 def neg(x):
-    """``-x``."""
+    """``-x``.
+
+    >>> ops.neg(x)
+    """
     return Neg.apply(x)
 
 
 def pow(x, p):
-    """``x ** p``; ``p`` a number or a tensor (then d/dp = x**p * log x)."""
+    """``x ** p``; ``p`` a number or a tensor (then d/dp = x**p * log x).
+
+    >>> ops.pow(x, 2.0)
+    """
     return Pow.apply(x, p)
 
 
 def exp(x):
-    """``e ** x``; the vjp reuses the output."""
+    """``e ** x``; the vjp reuses the output.
+
+    >>> ops.exp(x)
+    """
     return Exp.apply(x)
 
 
 def log(x):
-    """Natural logarithm."""
+    """Natural logarithm.
+
+    >>> ops.log(x)
+    """
     return Log.apply(x)
 
 
 def sqrt(x):
-    """Square root; the vjp reuses the output."""
+    """Square root; the vjp reuses the output.
+
+    >>> ops.sqrt(x)
+    """
     return Sqrt.apply(x)
 
 
 def abs(x):
-    """``|x|``; gradient ``sign(x)`` (0 at 0)."""
+    """``|x|``; gradient ``sign(x)`` (0 at 0).
+
+    >>> ops.abs(x)
+    """
     return Abs.apply(x)
 
 
 def sign(x):
-    """-1, 0 or 1 elementwise. Not differentiable: the result never requires grad."""
+    """-1, 0 or 1 elementwise. Not differentiable: the result never requires grad.
+
+    >>> ops.sign(tapegrad.tensor([-2.0, 0.0, 3.0]))   # [-1, 0, 1]
+    """
     t = x if isinstance(x, Tensor) else Tensor(x)
     return _wrap(t.device.xp.sign(t.data), t.device, None, 0, False)
 
 
 def maximum(x, y):
-    """Elementwise max; at ties each input gets half the gradient (as torch.maximum)."""
+    """Elementwise max; at ties each input gets half the gradient (as torch.maximum).
+
+    >>> ops.maximum(x, 0.0)
+    """
     return Maximum.apply(x, y)
 
 
 def minimum(x, y):
-    """Elementwise min; at ties each input gets half the gradient."""
+    """Elementwise min; at ties each input gets half the gradient.
+
+    >>> ops.minimum(x, y)
+    """
     return Minimum.apply(x, y)
 
 
 def where(cond, x, y):
-    """``x`` where ``cond`` else ``y``; ``cond`` is a bool tensor or array (no gradient)."""
+    """``x`` where ``cond`` else ``y``; ``cond`` is a bool tensor or array (no gradient).
+
+    >>> ops.where(x > 0, x, 0.1 * x)
+    """
     c = cond.data if isinstance(cond, Tensor) else cond
     if getattr(c, "dtype", np.dtype(bool)) != np.bool_:
         raise DTypeError(f"where: the condition must be boolean, got {describe(c)}")
@@ -337,10 +376,16 @@ def where(cond, x, y):
 
 
 def clip(x, min=None, max=None):
-    """Clamp to ``[min, max]``; the gradient passes where ``min <= x <= max``."""
+    """Clamp to ``[min, max]``; the gradient passes where ``min <= x <= max``.
+
+    >>> ops.clip(x, -1.0, 1.0)
+    """
     return Clip.apply(x, min, max)
 
 
 def cast(x, dtype, copy=False):
-    """Convert to ``dtype``; the gradient is cast back. Integer targets drop the graph."""
+    """Convert to ``dtype``; the gradient is cast back. Integer targets drop the graph.
+
+    >>> ops.cast(x, 'float64')
+    """
     return Cast.apply(x, np.dtype(dtype), copy=copy)

@@ -80,7 +80,10 @@ class Linear(Function):
 
 def matmul(a, b):
     """Matrix product with NumPy's rules (``a @ b``): batched and broadcasting;
-    1-D operands act as row/column vectors."""
+    1-D operands act as row/column vectors.
+
+    >>> ops.matmul(a, b)   # a @ b
+    """
     return MatMul.apply(a, b)
 
 

@@ -147,25 +147,40 @@ def sum(x, axis=None, keepdims=False):
 
 
 def mean(x, axis=None, keepdims=False):
-    """Mean over ``axis``."""
+    """Mean over ``axis``.
+
+    >>> ops.mean(x, axis=(0, 2, 3))
+    """
     return Mean.apply(x, axis, keepdims)
 
 
 def var(x, axis=None, keepdims=False, ddof=0):
-    """Variance over ``axis``; ``ddof=0`` as NumPy (PyTorch's default is ``ddof=1``)."""
+    """Variance over ``axis``; ``ddof=0`` as NumPy (PyTorch's default is ``ddof=1``).
+
+    >>> ops.var(x, axis=0, ddof=1)
+    """
     return Var.apply(x, axis, keepdims, ddof)
 
 
 def max(x, axis=None, keepdims=False):
-    """Maximum over ``axis``; ties share the gradient evenly."""
+    """Maximum over ``axis``; ties share the gradient evenly.
+
+    >>> ops.max(x, axis=1)
+    """
     return Max.apply(x, axis, keepdims)
 
 
 def min(x, axis=None, keepdims=False):
-    """Minimum over ``axis``; ties share the gradient evenly."""
+    """Minimum over ``axis``; ties share the gradient evenly.
+
+    >>> ops.min(x, axis=1, keepdims=True)
+    """
     return Min.apply(x, axis, keepdims)
 
 
 def logsumexp(x, axis=None, keepdims=False):
-    """``log(sum(exp(x)))`` over ``axis``, stable for large inputs."""
+    """``log(sum(exp(x)))`` over ``axis``, stable for large inputs.
+
+    >>> ops.logsumexp(logits, axis=1)
+    """
     return LogSumExp.apply(x, axis, keepdims)

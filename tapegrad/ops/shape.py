@@ -201,7 +201,10 @@ class Pad(Function):
 
 
 def reshape(x, shape):
-    """New shape, same elements (a view when possible); one dimension may be -1."""
+    """New shape, same elements (a view when possible); one dimension may be -1.
+
+    >>> ops.reshape(x, (2, -1))
+    """
     if isinstance(shape, int):
         shape = (shape,)
     return Reshape.apply(x, tuple(shape))
@@ -227,17 +230,26 @@ def flatten(x, start_axis=0, end_axis=-1):
 
 
 def transpose(x, axes=None):
-    """Permute axes (reverse them when ``axes`` is None)."""
+    """Permute axes (reverse them when ``axes`` is None).
+
+    >>> ops.transpose(x, (0, 2, 3, 1))   # NCHW -> NHWC
+    """
     return Transpose.apply(x, None if axes is None else tuple(axes))
 
 
 def permute(x, *axes):
-    """PyTorch's name for :func:`transpose` with explicit axes."""
+    """PyTorch's name for :func:`transpose` with explicit axes.
+
+    >>> ops.permute(x, 0, 2, 3, 1)
+    """
     return transpose(x, axes[0] if len(axes) == 1 else axes)
 
 
 def swapaxes(x, a, b):
-    """Exchange two axes."""
+    """Exchange two axes.
+
+    >>> ops.swapaxes(x, -1, -2)
+    """
     nd = len(x.shape)
     axes = list(range(nd))
     axes[a % nd], axes[b % nd] = axes[b % nd], axes[a % nd]
@@ -245,12 +257,18 @@ def swapaxes(x, a, b):
 
 
 def broadcast_to(x, shape):
-    """Broadcast to ``shape``; the gradient is summed back."""
+    """Broadcast to ``shape``; the gradient is summed back.
+
+    >>> ops.broadcast_to(b, (4, 3))
+    """
     return BroadcastTo.apply(x, tuple(shape))
 
 
 def expand_dims(x, axis):
-    """Insert a length-1 axis at ``axis`` (PyTorch: ``unsqueeze``)."""
+    """Insert a length-1 axis at ``axis`` (PyTorch: ``unsqueeze``).
+
+    >>> ops.expand_dims(x, 0)
+    """
     shape = list(x.shape)
     nd = len(shape) + 1
     if not -nd <= axis < nd:
@@ -260,7 +278,10 @@ def expand_dims(x, axis):
 
 
 def squeeze(x, axis=None):
-    """Drop length-1 axes (all, or the given one(s))."""
+    """Drop length-1 axes (all, or the given one(s)).
+
+    >>> ops.squeeze(x, 1)
+    """
     shape = x.shape
     if axis is None:
         axes = {i for i, s in enumerate(shape) if s == 1}
@@ -273,7 +294,10 @@ def squeeze(x, axis=None):
 
 
 def getitem(x, index):
-    """``x[index]``: basic or advanced indexing; repeated indices accumulate in backward."""
+    """``x[index]``: basic or advanced indexing; repeated indices accumulate in backward.
+
+    >>> ops.getitem(x, (slice(None), [0, 0, 2]))   # x[:, [0, 0, 2]]
+    """
     if is_basic_index(index):
         return _BasicGetItem.apply(x, index)
     return GetItem.apply(x, index)
@@ -284,31 +308,46 @@ class _BasicGetItem(GetItem):
 
 
 def setitem(x, index, value):
-    """Out-of-place ``x[index] = value`` (``Tensor.__setitem__`` writes it back in place)."""
+    """Out-of-place ``x[index] = value`` (``Tensor.__setitem__`` writes it back in place).
+
+    >>> y = ops.setitem(x, 0, 1.0)   # a copy of x with row 0 set to 1
+    """
     return SetItem.apply(x, index, value)
 
 
 def scatter_add(g, shape, index):
-    """``zeros(shape)`` with ``g`` added at ``index`` (repeats accumulate)."""
+    """``zeros(shape)`` with ``g`` added at ``index`` (repeats accumulate).
+
+    >>> ops.scatter_add(g, (3, 2), np.array([0, 0, 2]))
+    """
     return ScatterAdd.apply(g, tuple(shape), index)
 
 
 def concatenate(xs, axis=0):
-    """Join along an existing axis (PyTorch: ``cat``)."""
+    """Join along an existing axis (PyTorch: ``cat``).
+
+    >>> ops.concatenate([a, b], axis=1)
+    """
     if not xs:
         raise ArgumentError("concatenate: needs at least one tensor")
     return Concatenate.apply(*xs, axis=axis)
 
 
 def stack(xs, axis=0):
-    """Join along a new axis."""
+    """Join along a new axis.
+
+    >>> ops.stack([a, b], axis=0)
+    """
     if not xs:
         raise ArgumentError("stack: needs at least one tensor")
     return Stack.apply(*xs, axis=axis)
 
 
 def split(x, indices_or_sections, axis=0):
-    """NumPy's split: ``n`` equal parts or cut points; returns a tuple of tensors."""
+    """NumPy's split: ``n`` equal parts or cut points; returns a tuple of tensors.
+
+    >>> left, right = ops.split(x, 2, axis=1)
+    """
     ios = indices_or_sections
     if not isinstance(ios, int):
         ios = tuple(ios)
@@ -316,7 +355,10 @@ def split(x, indices_or_sections, axis=0):
 
 
 def pad(x, pad_width, value=0.0):
-    """Constant padding, NumPy's ``pad_width``: an int, or one (before, after) per axis."""
+    """Constant padding, NumPy's ``pad_width``: an int, or one (before, after) per axis.
+
+    >>> ops.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    """
     nd = len(x.shape)
     if isinstance(pad_width, int):
         pw = ((pad_width, pad_width),) * nd
