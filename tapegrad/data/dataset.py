@@ -18,7 +18,12 @@ __all__ = ["Dataset", "TensorDataset", "Subset"]
 
 class Dataset:
     """Base class: override ``__len__`` and ``__getitem__(i)`` (one sample, a
-    tuple of arrays or numbers). Optionally ``get_batch(indices)``."""
+    tuple of arrays or numbers). Optionally ``get_batch(indices)``.
+
+    >>> class Squares(Dataset):
+    ...     def __len__(self): return 10
+    ...     def __getitem__(self, i): return float(i), float(i * i)
+    """
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -42,6 +47,8 @@ class TensorDataset(Dataset):
     Takes Tensors or anything ``numpy.asarray`` accepts; the arrays are held as
     they are (no copy). ``ds[i]`` is a tuple of arrays (one row of each);
     ``ds.get_batch(idx)`` a tuple of stacked rows; ``ds.tensors`` the arrays.
+
+    >>> ds = TensorDataset(images, labels); ds[0]   # (image 0, label 0)
     """
 
     def __init__(self, *tensors):
@@ -84,7 +91,10 @@ class TensorDataset(Dataset):
 
 
 class Subset(Dataset):
-    """The samples of ``dataset`` at ``indices`` (batched as fast as the parent)."""
+    """The samples of ``dataset`` at ``indices`` (batched as fast as the parent).
+
+    >>> Subset(ds, range(100))   # the first 100 samples
+    """
 
     def __init__(self, dataset, indices):
         self.dataset = dataset

@@ -10,7 +10,10 @@ __all__ = ["ReLU", "LeakyReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax"]
 
 class ReLU(Module):
     """``max(x, 0)``. ``inplace`` is accepted for PyTorch compatibility and
-    ignored: the result is always a new tensor."""
+    ignored: the result is always a new tensor.
+
+    >>> nn.ReLU()(tapegrad.tensor([-1.0, 2.0]))   # [0., 2.]
+    """
 
     def __init__(self, inplace: bool = False):
         super().__init__()
@@ -20,7 +23,10 @@ class ReLU(Module):
 
 
 class LeakyReLU(Module):
-    """``x`` for x > 0, ``negative_slope * x`` otherwise."""
+    """``x`` for x > 0, ``negative_slope * x`` otherwise.
+
+    >>> nn.LeakyReLU(0.1)
+    """
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
         super().__init__()
@@ -34,17 +40,30 @@ class LeakyReLU(Module):
 
 
 class Sigmoid(Module):
+    """``1 / (1 + exp(-x))``, computed without overflow.
+
+    >>> nn.Sigmoid()(tapegrad.tensor([0.0]))   # [0.5]
+    """
+
     def forward(self, x):
         return ops.sigmoid(x)
 
 
 class Tanh(Module):
+    """Hyperbolic tangent.
+
+    >>> nn.Tanh()(x)
+    """
+
     def forward(self, x):
         return ops.tanh(x)
 
 
 class Softmax(Module):
-    """Softmax along ``dim`` (default 1, the channel axis)."""
+    """Softmax along ``dim`` (default 1, the channel axis).
+
+    >>> nn.Softmax(dim=1)(logits)
+    """
 
     def __init__(self, dim: int = 1):
         super().__init__()
@@ -58,7 +77,10 @@ class Softmax(Module):
 
 
 class LogSoftmax(Softmax):
-    """``log(softmax(x))`` along ``dim``, computed stably."""
+    """``log(softmax(x))`` along ``dim``, computed stably.
+
+    >>> nn.LogSoftmax(dim=1)(logits)
+    """
 
     def forward(self, x):
         return ops.log_softmax(x, axis=self.dim)

@@ -67,6 +67,8 @@ class Sequential(_IndexedModules):
     """Modules applied in order: ``nn.Sequential(nn.Linear(4, 8), nn.ReLU())``.
 
     An ``OrderedDict`` argument names the children instead of numbering them.
+
+    >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     """
 
     def __init__(self, *modules):
@@ -86,7 +88,10 @@ class Sequential(_IndexedModules):
 
 class ModuleList(_IndexedModules):
     """A list of submodules, registered (so their parameters are found) but
-    not called: the owner's ``forward`` decides how to use them."""
+    not called: the owner's ``forward`` decides how to use them.
+
+    >>> blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+    """
 
     def __init__(self, modules=None):
         super().__init__()

@@ -57,6 +57,8 @@ class Conv2d(_ConvBase):
     """2-D cross-correlation over (N, C, H, W) input (Caffe's Convolution).
 
     ``weight`` is (out_channels, in_channels // groups, kh, kw).
+
+    >>> nn.Conv2d(1, 20, 5)(tapegrad.zeros(64, 1, 28, 28)).shape   # (64, 20, 24, 24)
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
@@ -74,7 +76,10 @@ class ConvTranspose2d(_ConvBase):
     """Transposed convolution (Caffe's Deconvolution): the gradient of Conv2d
     with respect to its input. ``weight`` is (in_channels, out_channels //
     groups, kh, kw); as in PyTorch its fan-in for init is computed from that
-    shape (axis 1 times the kernel area)."""
+    shape (axis 1 times the kernel area).
+
+    >>> nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1)   # 2x upsampling
+    """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  output_padding=0, groups: int = 1, bias: bool = True, dilation=1, device=None,

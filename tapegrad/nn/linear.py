@@ -10,7 +10,10 @@ __all__ = ["Identity", "Linear", "Flatten", "Dropout"]
 
 
 class Identity(Module):
-    """Returns its input unchanged (a placeholder when editing networks)."""
+    """Returns its input unchanged (a placeholder when editing networks).
+
+    >>> nn.Identity()(x) is x
+    """
 
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -24,6 +27,8 @@ class Linear(Module):
 
     ``weight`` is (out_features, in_features); both are initialised as
     PyTorch does: U(-1/sqrt(in_features), 1/sqrt(in_features)).
+
+    >>> nn.Linear(784, 10)(tapegrad.zeros(32, 784)).shape   # (32, 10)
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
@@ -50,7 +55,10 @@ class Linear(Module):
 
 
 class Flatten(Module):
-    """Merge axes ``start_dim..end_dim`` (default: all but the batch axis)."""
+    """Merge axes ``start_dim..end_dim`` (default: all but the batch axis).
+
+    >>> nn.Flatten()(tapegrad.zeros(2, 3, 4, 4)).shape   # (2, 48)
+    """
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
@@ -67,7 +75,10 @@ class Flatten(Module):
 class Dropout(Module):
     """Zero each element with probability ``p`` in training mode (scaling the
     rest by 1/(1-p)); the identity in eval mode. Masks come from the global
-    generator."""
+    generator.
+
+    >>> nn.Dropout(0.5)
+    """
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()

@@ -19,7 +19,10 @@ def _check_reduction(name, reduction):
 class CrossEntropyLoss(Module):
     """Softmax + negative log-likelihood over class logits (N, C[, ...]) and
     integer targets (N[, ...]) (Caffe's SoftmaxWithLoss). ``weight`` (C,)
-    rescales classes and is kept as a buffer."""
+    rescales classes and is kept as a buffer.
+
+    >>> nn.CrossEntropyLoss(ignore_index=255)(logits, target)
+    """
 
     def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
                  label_smoothing: float = 0.0):
@@ -41,7 +44,10 @@ class CrossEntropyLoss(Module):
 
 
 class MSELoss(Module):
-    """Mean (or summed) squared error (Caffe's EuclideanLoss is ``sum / (2N)``)."""
+    """Mean (or summed) squared error (Caffe's EuclideanLoss is ``sum / (2N)``).
+
+    >>> nn.MSELoss()(prediction, target)
+    """
 
     def __init__(self, reduction: str = "mean"):
         super().__init__()

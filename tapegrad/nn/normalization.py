@@ -83,20 +83,28 @@ class BatchNorm1d(_BatchNorm):
 
     ``running_mean``, ``running_var`` and ``num_batches_tracked`` are buffers
     (saved in ``state_dict``); eval mode normalises with them.
+
+    >>> nn.BatchNorm1d(128)(tapegrad.randn(32, 128))
     """
 
     _ndims = (2, 3)
 
 
 class BatchNorm2d(_BatchNorm):
-    """Batch norm over (N, C, H, W) input (Caffe's BatchNorm + Scale)."""
+    """Batch norm over (N, C, H, W) input (Caffe's BatchNorm + Scale).
+
+    >>> nn.BatchNorm2d(32)(tapegrad.randn(8, 32, 16, 16))
+    """
 
     _ndims = (4,)
 
 
 class LocalResponseNorm(Module):
     """AlexNet's cross-channel normalisation:
-    ``x / (k + alpha/size * sum_{window} x**2) ** beta``."""
+    ``x / (k + alpha/size * sum_{window} x**2) ** beta``.
+
+    >>> nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=2.0)   # AlexNet's
+    """
 
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
         super().__init__()

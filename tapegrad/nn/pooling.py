@@ -10,7 +10,10 @@ __all__ = ["MaxPool2d", "AvgPool2d"]
 
 class MaxPool2d(Module):
     """Max over ``kernel_size`` windows (stride defaults to the kernel size).
-    ``ceil_mode=True`` gives Caffe's output size."""
+    ``ceil_mode=True`` gives Caffe's output size.
+
+    >>> nn.MaxPool2d(2)(tapegrad.zeros(1, 3, 8, 8)).shape   # (1, 3, 4, 4)
+    """
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False):
         super().__init__()
@@ -29,7 +32,10 @@ class MaxPool2d(Module):
 
 class AvgPool2d(Module):
     """Mean over ``kernel_size`` windows; ``count_include_pad`` decides whether
-    padded zeros count in the divisor."""
+    padded zeros count in the divisor.
+
+    >>> nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)
+    """
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True):

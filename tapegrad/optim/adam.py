@@ -18,6 +18,8 @@ class Adam(Optimizer):
         m = beta1 * m + (1 - beta1) * g;   v = beta2 * v + (1 - beta2) * g**2
         v_hat = max(v_hat, v) if amsgrad else v
         p -= lr / (1 - beta1**t) * m / (sqrt(v_hat) / sqrt(1 - beta2**t) + eps)
+
+    >>> opt = optim.Adam(model.parameters(), lr=1e-3)
     """
 
     _decoupled = False
@@ -77,7 +79,10 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov & Hutter):
-    ``p *= 1 - lr * weight_decay`` before the Adam step (default 0.01)."""
+    ``p *= 1 - lr * weight_decay`` before the Adam step (default 0.01).
+
+    >>> opt = optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    """
 
     _decoupled = True
 

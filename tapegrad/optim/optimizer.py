@@ -34,6 +34,8 @@ class Optimizer:
     ``params`` is an iterable of Tensors, or of dicts (param groups) each with
     ``"params"`` and any option overriding the defaults for that group, e.g.
     ``[{"params": convs}, {"params": biases, "lr": 0.02, "weight_decay": 0}]``.
+
+    >>> opt.zero_grad(); loss.backward(); opt.step()
     """
 
     def __init__(self, params, defaults: dict):

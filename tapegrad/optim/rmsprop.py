@@ -20,6 +20,8 @@ class RMSprop(Optimizer):
 
     Note ``eps`` is added outside the square root (PyTorch), not inside (Caffe,
     TensorFlow).
+
+    >>> opt = optim.RMSprop(model.parameters(), lr=1e-2, alpha=0.99)
     """
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,

@@ -22,6 +22,8 @@ class SGD(Optimizer):
     This is Caffe's SGD solver with ``momentum`` and ``weight_decay`` (Caffe
     scales the update by lr inside the buffer; with a constant lr the two are
     identical).
+
+    >>> opt = optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     """
 
     def __init__(self, params, lr=required, momentum: float = 0.0, dampening: float = 0.0,
