@@ -108,9 +108,8 @@ def _bind(tensor_cls, wrap):
 class Node:
     """One tape entry, and the ``ctx`` an op's forward and backward see.
 
-    ``seq`` is the entry's place in recording order (monotonically increasing);
-
-    ``edges`` has one ``(i, target, k, shape, dtype)`` per input *i* that
+    ``seq`` is the entry's place in recording order (monotonically
+    increasing). ``edges`` has one ``(i, target, k, shape, dtype)`` per input *i* that
     needs a gradient: output *k* of entry ``target``, or a leaf tensor
     ``target`` with ``k == -1``; shape and dtype are the input's, for the
     engine's reduction and cast of its gradient.
@@ -209,7 +208,7 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **params):
-        x = args[0]
+        x = args[0] if args else None
         if len(args) == 1 and isinstance(x, Tensor):
             return cls._apply_unary(x, (), params)
         if len(args) == 2 and isinstance(x, Tensor) and not isinstance(args[1], Tensor):
@@ -231,7 +230,7 @@ class Function:
             device = cpu
         if not edges:
             ctx = Node(cls, device, (False,) * len(args))
-            return _unrecorded(cls, cls.forward(ctx, *arrays, **params), ctx.device, args[0])
+            return _unrecorded(cls, cls.forward(ctx, *arrays, **params), ctx.device, x)
         needs = [False] * len(args)
         for e in edges:
             needs[e[0]] = True
@@ -249,9 +248,7 @@ class Function:
             return _unrecorded(cls, cls.forward(ctx, data, *consts, **params), ctx.device, x)
         ctx = Node(cls, x.device, _FIRST_GRAD[len(consts)])
         out = cls.forward(ctx, data, *consts, **params)
-        node = x._node
-        edges = [(0, x, -1, data.shape, data.dtype) if node is None else
-                 (0, node, x._out_nr, data.shape, data.dtype)]
+        edges = [_edge(0, x, data)]
         if type(out) is tuple or cls.view or out.dtype.kind not in "fc" or ctx.device is not \
                 x.device:
             return _record(cls, ctx, edges, out, (x, *consts))
