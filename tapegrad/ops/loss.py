@@ -48,6 +48,19 @@ def _check_reduction(op, reduction):
         raise ArgumentError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
+def _plain_denominator(reduction, n):
+    """What a loss over ``n`` elements is divided by: n for "mean", 1 for
+    "sum", None for "none" (no reduction)."""
+    return None if reduction == "none" else (max(n, 1) if reduction == "mean" else 1)
+
+
+def _reduced(ctx, loss, denom):
+    """A forward's result: per-element ``loss`` when ``denom`` is None, else
+    ``loss.sum() / denom`` as a 0-d array. Backward reads ``ctx.denom``."""
+    ctx.denom = denom
+    return loss if denom is None else ctx.xp.asarray(loss.sum() / denom)
+
+
 def _check_float(op, x):
     if x.dtype.kind != "f":
         raise DTypeError(f"{op}: expected floating-point scores, got {describe(x)}; "
@@ -201,10 +214,7 @@ class CrossEntropy(Function):
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(e / s, t, valid, wt, weight)
             ctx.smoothing = smoothing
-            ctx.denom = denom
-        if denom is None:
-            return loss
-        return xp.asarray(loss.sum() / denom)
+        return _reduced(ctx, loss, denom)
 
     @staticmethod
     def backward(ctx, g):
@@ -284,11 +294,8 @@ class NLLLoss(Function):
             loss = xp.where(valid, loss, 0)
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(t, valid, wt)
-            ctx.denom = denom
             ctx.meta = (lp.shape, lp.dtype)
-        if denom is None:
-            return loss
-        return xp.asarray(loss.sum() / denom)
+        return _reduced(ctx, loss, denom)
 
     @staticmethod
     def backward(ctx, g):
@@ -335,10 +342,7 @@ class MSELoss(Function):
         d = x - y
         loss = d * d
         ctx.save_for_backward(x, y)
-        ctx.denom = denom
-        if denom is None:
-            return loss
-        return ctx.xp.asarray(loss.sum() / denom)
+        return _reduced(ctx, loss, denom)
 
     @staticmethod
     def backward(ctx, g):
@@ -371,8 +375,7 @@ def mse_loss(input, target, reduction="mean"):
     n = 1
     for s in shape:
         n *= s
-    denom = None if reduction == "none" else (max(n, 1) if reduction == "mean" else 1)
-    return MSELoss.apply(x, y, denom=denom)
+    return MSELoss.apply(x, y, denom=_plain_denominator(reduction, n))
 
 
 # ---------------------------------------------------- binary cross-entropy
@@ -390,10 +393,7 @@ class BCEWithLogits(Function):
         if weight is not None:
             loss = loss * weight
         ctx.save_for_backward(x, t, weight, pos_weight)
-        ctx.denom = denom
-        if denom is None:
-            return loss
-        return xp.asarray(loss.sum() / denom)
+        return _reduced(ctx, loss, denom)
 
     @staticmethod
     def backward(ctx, g):
@@ -455,8 +455,8 @@ def binary_cross_entropy_with_logits(logits, target, weight=None, pos_weight=Non
                                  f"shape {describe(xd)}")
             a = a.astype(xd.dtype, copy=False)
         consts.append(a)
-    denom = None if reduction == "none" else (max(xd.size, 1) if reduction == "mean" else 1)
-    return BCEWithLogits.apply(x, t, weight=consts[0], pos_weight=consts[1], denom=denom)
+    return BCEWithLogits.apply(x, t, weight=consts[0], pos_weight=consts[1],
+                               denom=_plain_denominator(reduction, xd.size))
 
 
 # ------------------------------------------------------------------ metrics
