@@ -142,7 +142,18 @@ def _timed(fn):
     return time.perf_counter() - t0
 
 
-class TapegradStep:
+class _Step:
+    """One SGD-momentum training step; the same script drives both frameworks."""
+
+    def __call__(self):
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.model(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+class TapegradStep(_Step):
     def __init__(self, spec, batch, in_shape, device):
         from tapegrad import nn, optim
 
@@ -160,13 +171,6 @@ class TapegradStep:
     def sync(self):
         if self.device.type == "cuda":
             self.device.xp.cuda.Device(self.device.index).synchronize()
-
-    def __call__(self):
-        self.opt.zero_grad()
-        loss = self.loss_fn(self.model(self.x), self.y)
-        loss.backward()
-        self.opt.step()
-        return loss
 
     def saved_on_tape(self) -> int:
         """Bytes of the arrays the tape holds for backward after one forward."""
@@ -194,7 +198,7 @@ class TapegradStep:
             tracemalloc.stop()
 
 
-class TorchStep:
+class TorchStep(_Step):
     def __init__(self, spec, batch, in_shape, device):
         import torch
 
@@ -213,13 +217,6 @@ class TorchStep:
     def sync(self):
         if self.device.type == "cuda":
             self.torch.cuda.synchronize()
-
-    def __call__(self):
-        self.opt.zero_grad()
-        loss = self.loss_fn(self.model(self.x), self.y)
-        loss.backward()
-        self.opt.step()
-        return loss
 
 
 def time_steps(steppers, steps, warmup, rounds=3):
