@@ -22,8 +22,11 @@ import itertools
 import threading
 from operator import attrgetter
 
+import numpy as np
+
 from .device import cpu
 from .device.backend import sum_to_shape
+from .dtypes import check_differentiable, result_type
 from .errors import DeviceError, GraphError, describe
 
 __all__ = [
@@ -98,11 +101,12 @@ _by_seq = attrgetter("seq")
 
 Tensor = None  # bound by tensor.py (import cycle)
 _wrap = None
+_default_dtype = None
 
 
-def _bind(tensor_cls, wrap):
-    global Tensor, _wrap
-    Tensor, _wrap = tensor_cls, wrap
+def _bind(tensor_cls, wrap, default_dtype):
+    global Tensor, _wrap, _default_dtype
+    Tensor, _wrap, _default_dtype = tensor_cls, wrap, default_dtype
 
 
 class Node:
@@ -197,6 +201,10 @@ class Function:
 
     differentiable_twice = False
     view = False  # outputs share memory (and the version counter) with input 0
+    # positions of the operands an elementwise op promotes to one dtype (PyTorch's
+    # rule, tapegrad.dtypes.result_type) before forward sees them
+    promotes: tuple = ()
+    float_result = False  # integer operands give the default float dtype (true division)
 
     @staticmethod
     def forward(ctx, *arrays, **params):
@@ -213,6 +221,8 @@ class Function:
             return cls._apply_unary(x, (), params)
         if len(args) == 2 and isinstance(x, Tensor) and not isinstance(args[1], Tensor):
             return cls._apply_unary(x, args[1:], params)  # tensor op constant
+        if cls.promotes:
+            args = _promote(cls, args)
         record = _local.enabled
         device = None
         edges = []
@@ -242,6 +252,8 @@ class Function:
     def _apply_unary(cls, x, consts, params):
         """The common case -- one tensor plus constants -- kept short: it is
         most of a small model's per-op overhead."""
+        if consts and cls.promotes and not (type(consts[0]) in _WEAK and x.data.dtype.kind == "f"):
+            x, *consts = _promote(cls, (x, *consts))  # else NumPy's weak scalar keeps x's dtype
         data = x.data
         if not (x.requires_grad and _local.enabled):
             ctx = Node(cls, x.device, _NO_GRAD[len(consts)])
@@ -249,7 +261,7 @@ class Function:
         ctx = Node(cls, x.device, _FIRST_GRAD[len(consts)])
         out = cls.forward(ctx, data, *consts, **params)
         edges = [_edge(0, x, data)]
-        if type(out) is tuple or cls.view or out.dtype.kind not in "fc" or ctx.device is not \
+        if type(out) is tuple or cls.view or out.dtype.kind != "f" or ctx.device is not \
                 x.device:
             return _record(cls, ctx, edges, out, (x, *consts))
         ctx.seq = next(_counter)
@@ -263,6 +275,32 @@ class Function:
 
 _NO_GRAD = ((False,), (False, False))
 _FIRST_GRAD = ((True,), (True, False))
+_WEAK = (float, int)
+
+
+def _promote(cls, args):
+    """Cast the operands at ``cls.promotes`` to PyTorch's result dtype: tensors
+    by a recorded cast (its gradient is cast back), constants directly."""
+    idx = cls.promotes
+    vals = [args[i] for i in idx]
+    dt = result_type(*vals)
+    if dt.kind == "c" and _local.enabled and any(
+            isinstance(a, Tensor) and a.requires_grad for a in args):
+        check_differentiable(cls.__name__, dt, f"a {dt} result")
+    if cls.float_result and dt.kind in "biu":
+        dt = _default_dtype()
+    out = list(args)
+    for i, v in zip(idx, vals):
+        if v is None or getattr(v, "dtype", None) == dt:
+            continue
+        if isinstance(v, Tensor):
+            out[i] = v.astype(dt)
+        elif isinstance(v, np.generic):
+            out[i] = dt.type(v)
+        elif hasattr(v, "astype"):  # a NumPy/CuPy array
+            out[i] = v.astype(dt)
+        # Python numbers stay: NumPy treats them as weak, so the result keeps dt
+    return out
 
 
 def _edge(i, t, data):
@@ -287,9 +325,9 @@ def _record(cls, ctx, edges, out, args):
     device = ctx.device  # a transfer op moves its output elsewhere
     ctx.seq = next(_counter)
     ctx.edges = edges
-    if type(out) is not tuple and not cls.view:  # the common case, kept short
+    if type(out) is not tuple and not cls.view and out.dtype.kind != "c":  # the common case
         ctx.n_out = 1
-        t = (_wrap(out, device, ctx, 0, True) if out.dtype.kind in "fc" else
+        t = (_wrap(out, device, ctx, 0, True) if out.dtype.kind == "f" else
              _wrap(out, device, None, 0, False))  # integer results carry no gradient
         if ctx.saved:
             _track_saved(ctx, args, (t,))
@@ -301,7 +339,9 @@ def _record(cls, ctx, edges, out, args):
         ctx.out_meta = [(o.shape, o.dtype) for o in outs]
     results = []
     for k, o in enumerate(outs):
-        diff = o.dtype.kind in "fc"
+        diff = o.dtype.kind == "f"
+        if o.dtype.kind == "c":
+            check_differentiable(cls.__name__, o.dtype, f"a {o.dtype} result")
         t = _wrap(o, device, ctx if diff else None, k, diff)
         if cls.view:
             _share_version(t, args[0])
@@ -536,8 +576,20 @@ def _backward_with_graph(node, buf):
         node.xp = node.device.backend
 
 
+_leaf_lock = threading.Lock()
+
+
 def _accumulate_leaf(t, g, create_graph):
-    """PyTorch semantics: leaves (and retain_grad tensors) sum into ``.grad``."""
+    """PyTorch semantics: leaves (and retain_grad tensors) sum into ``.grad``.
+
+    One lock serialises the read-modify-write of ``.grad``, so backward passes
+    running in several threads into one shared leaf lose no update (NumPy
+    releases the GIL inside ``+=``, so without it two adds can interleave)."""
+    with _leaf_lock:
+        _accumulate_leaf_locked(t, g, create_graph)
+
+
+def _accumulate_leaf_locked(t, g, create_graph):
     if create_graph:
         gt = g if isinstance(g, Tensor) else _wrap(g, t.device, None, 0, False)
         t.grad = gt if t.grad is None else t.grad + gt

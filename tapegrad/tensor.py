@@ -8,6 +8,7 @@ import numpy as np
 
 from . import tape
 from .device import Device, cpu, device_of_array, get_device
+from .dtypes import check_differentiable
 from .errors import DTypeError, GraphError, describe
 from .tape import is_grad_enabled, no_grad
 
@@ -58,12 +59,20 @@ def _to_array(data, dtype, device: Device):
         elif probe.dtype.kind not in "biuc":
             raise DTypeError(f"tensor: cannot make a tensor from {type(data).__name__} "
                              f"(numpy sees dtype {probe.dtype})")
+    if (dtype if dtype is not None else getattr(data, "dtype", np.dtype(float))).kind not in \
+            _KINDS:
+        raise DTypeError(f"tensor: dtype {dtype or data.dtype} is not supported (only bool, "
+                         "integer, floating and complex data); convert first, e.g. "
+                         "np.asarray(data, dtype=np.float32)")
     if device is not cpu and isinstance(data, np.ndarray):
         with device.use():
             return xp.asarray(data, dtype=dtype)
     if device is cpu and device_of_array(data) is not cpu:
         data = data.get()
     return xp.array(data, dtype=dtype, copy=True)
+
+
+_KINDS = "biufc"
 
 
 def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
@@ -145,11 +154,8 @@ class Tensor:
         if not self.is_leaf:
             raise GraphError("requires_grad_: only leaf tensors can change requires_grad; "
                              "use .detach().requires_grad_() for a new leaf")
-        if requires_grad and self.dtype.kind not in "fc":
-            raise DTypeError(
-                f"requires_grad: only floating-point tensors can require grad, this one is "
-                f"{describe(self)}; convert first, e.g. x.astype('float32')"
-            )
+        if requires_grad:
+            check_differentiable("requires_grad", self.dtype, describe(self))
         self.requires_grad = bool(requires_grad)
         return self
 
@@ -279,6 +285,10 @@ class Tensor:
         if out.shape != self.shape:
             raise GraphError(f"in-place op: result shape {tuple(out.shape)} does not fit the "
                              f"tensor's shape {tuple(self.shape)}")
+        if out.dtype != self.dtype and not np.can_cast(out.dtype, self.dtype, "same_kind"):
+            raise DTypeError(f"in-place op: the result's dtype {out.dtype} cannot be stored in "
+                             f"a tensor of dtype {self.dtype} (as in PyTorch); use an "
+                             "out-of-place op, or convert the tensor first")
         self.data[...] = out.data
         self._version[0] += 1
         if involved:
@@ -528,6 +538,6 @@ def _index(index):
     return index
 
 
-tape._bind(Tensor, _wrap)
+tape._bind(Tensor, _wrap, get_default_dtype)
 
 from . import ops as _ops  # noqa: E402  (ops need Tensor defined first)

@@ -346,3 +346,23 @@ def test_entries_lists_the_tape_in_replay_order():
     names = [e.name for e in tg.tape.entries(y)]
     assert names == ["Sum", "Exp", "Mul"]
     assert tg.tape.entries(x) == []
+
+
+def test_concurrent_backward_into_a_shared_leaf_loses_no_update():
+    # before: two threads x 100 backward passes left ~200 of 1M entries short
+    import threading
+
+    x = tg.tensor(np.ones((8, 1024), np.float32))
+    w = tg.tensor(np.zeros((1024, 1024), np.float32), requires_grad=True)
+    n = 60
+
+    def work():
+        for _ in range(n):
+            ops.matmul(x, w).sum().backward()
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    np.testing.assert_array_equal(w.grad.numpy(), 8.0 * 2 * n)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..device import device_of_array, get_device
-from ..errors import DTypeError
+from ..dtypes import check_differentiable
 from ..tensor import Tensor, _to_array, _wrap, get_default_dtype
 
 __all__ = ["Parameter", "move_array"]
@@ -30,9 +30,8 @@ class Parameter(Tensor):
         else:
             dev = device_of_array(data) if hasattr(data, "shape") else get_device("cpu")
             arr = _to_array(data, None, dev)
-        if requires_grad and arr.dtype.kind not in "fc":
-            raise DTypeError(f"Parameter: only floating-point data can require grad, got "
-                             f"dtype {arr.dtype}; pass requires_grad=False or convert it")
+        if requires_grad:
+            check_differentiable("Parameter", arr.dtype)
         self.data = arr
         self.device = dev
         self.requires_grad = bool(requires_grad)

@@ -3,6 +3,7 @@ cases) and linear (Caffe's InnerProduct, PyTorch's ``F.linear``)."""
 
 from __future__ import annotations
 
+from ..dtypes import check_same_float
 from ..errors import ShapeError, describe
 from ..tape import Function
 
@@ -14,6 +15,7 @@ class MatMul(Function):
 
     @staticmethod
     def forward(ctx, a, b):
+        check_same_float("matmul", a, b)
         if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
             raise ShapeError(f"matmul: shapes {describe(a, b)} do not fit: the last axis of "
                              "the first must equal the second-to-last (or only) axis of the second")
@@ -50,6 +52,7 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, w, b):
+        check_same_float("linear", x, w, b)
         if w.ndim != 2 or x.ndim < 1 or x.shape[-1] != w.shape[1]:
             raise ShapeError(f"linear: input {describe(x)} and weight {describe(w)} do not fit: "
                              "weight must be (out_features, in_features) with in_features == "

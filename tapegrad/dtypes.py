@@ -1,0 +1,115 @@
+"""Dtype rules, stated once: which dtypes may carry a gradient, and PyTorch's
+type promotion for ops that mix operands.
+
+Promotion (``result_type``) follows ``torch.result_type``: operands are ranked
+in three tiers -- tensors with dimensions, 0-d tensors (and 0-d arrays), and
+plain numbers (Python and NumPy scalars) -- and a lower tier changes the
+result only when its *category* (bool < integer < floating < complex) is
+higher. So ``x32 * np.float64(0.5)``, ``x32 + tensor(1.0, dtype=float64)``
+and ``x16 + 1.5`` keep the tensor's dtype, ``int_tensor * 0.5`` becomes the
+default float dtype, and two dimensioned float tensors promote as NumPy does
+(float32 with float64 gives float64). Ops that contract dimensions (matmul,
+linear, conv) do not promote: they raise a :class:`DTypeError` naming both
+dtypes, as PyTorch does (:func:`check_same_float`).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .errors import DTypeError, describe
+
+__all__ = ["check_differentiable", "result_type", "check_same_float"]
+
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def check_differentiable(who: str, dtype, detail: str = "") -> None:
+    """Raise the one error for a dtype that cannot carry a gradient; ``detail``
+    (e.g. ``"(2,) int64"``) says which tensor."""
+    if dtype.kind == "f":
+        return
+    if dtype.kind == "c":
+        raise DTypeError(
+            f"{who}: complex tensors ({detail or dtype}) do not support autograd in tapegrad: "
+            "PyTorch's conjugate-Wirtinger gradients are not implemented, and a real-valued "
+            "rule would give silently wrong gradients. Differentiate with respect to the real "
+            "and imaginary parts as separate float tensors instead."
+        )
+    raise DTypeError(
+        f"{who}: only floating-point tensors can require grad, got {detail or dtype}; convert "
+        "first, e.g. x.astype('float32')"
+    )
+
+
+def _promote(a: np.dtype, b: np.dtype) -> np.dtype:
+    """PyTorch's promotion of two dtypes: within a category NumPy's rule, across
+    categories the higher one (integer with float16 gives float16, not float64)."""
+    ca, cb = _CATEGORY[a.kind], _CATEGORY[b.kind]
+    if ca == cb or {ca, cb} == {2, 3}:
+        return np.promote_types(a, b)
+    return a if ca > cb else b
+
+
+def _number_dtype(v) -> np.dtype:
+    """The dtype a plain number stands for: the default float dtype for floats."""
+    from .tensor import get_default_dtype
+
+    if isinstance(v, (bool, np.bool_)):
+        return np.dtype(bool)
+    if isinstance(v, numbers.Integral):
+        return np.dtype(np.int64)
+    if isinstance(v, numbers.Real):
+        return get_default_dtype()
+    if isinstance(v, numbers.Complex):
+        return np.result_type(get_default_dtype(), np.complex64)
+    raise DTypeError(f"cannot use a {type(v).__name__} as an operand")
+
+
+def result_type(*operands) -> np.dtype:
+    """The dtype of an elementwise op over ``operands`` (Tensors, arrays, 0-d
+    arrays or numbers; ``None`` is skipped), by PyTorch's rule. A NumPy scalar
+    counts as a number, a Tensor holding one as a 0-d tensor."""
+    tiers: list = [None, None, None]  # dimensioned, 0-d, numbers
+    for v in operands:
+        if v is None:
+            continue
+        dt = getattr(v, "dtype", None)
+        if dt is None or isinstance(v, np.generic):
+            tier, dt = 2, _number_dtype(v)
+        else:
+            tier = 0 if v.ndim else 1
+        old = tiers[tier]
+        tiers[tier] = dt if old is None else _promote(old, dt)
+    return _combine(tiers[0], _combine(tiers[1], tiers[2]))
+
+
+def _combine(higher, lower):
+    """A higher tier's dtype, changed by a lower tier only when the lower one's
+    category is higher (PyTorch's ``combine_categories``)."""
+    if higher is None or lower is None:
+        return lower if higher is None else higher
+    if higher.kind == "c":
+        return higher
+    if lower.kind == "c":
+        return np.result_type(higher, np.complex64) if higher.kind == "f" else lower
+    if higher.kind == "f":
+        return higher
+    if higher.kind == "b" or lower.kind == "f":
+        return _promote(higher, lower)
+    return higher
+
+
+def check_same_float(op: str, *arrays) -> None:
+    """Matmul, linear and conv take one floating dtype: PyTorch raises on a mix,
+    and so do we (no silent upcast of a float32 model to float64)."""
+    present = [a for a in arrays if a is not None]
+    dts = {a.dtype for a in present}
+    if len(dts) > 1 and any(dt.kind == "f" for dt in dts):
+        raise DTypeError(
+            f"{op}: operands must share one floating dtype, got {describe(*present)}. "
+            "Cast one of them first (e.g. x.float() or x.astype(w.dtype)); tapegrad does not "
+            "promote inside matmul/linear/conv, as PyTorch does not."
+        )
