@@ -20,6 +20,7 @@ __all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "abs"
 
 class Add(Function):
     differentiable_twice = True
+    promotes = (0, 1)
 
     @staticmethod
     def forward(ctx, x, y):
@@ -32,6 +33,7 @@ class Add(Function):
 
 class Sub(Function):
     differentiable_twice = True
+    promotes = (0, 1)
 
     @staticmethod
     def forward(ctx, x, y):
@@ -44,6 +46,7 @@ class Sub(Function):
 
 class Mul(Function):
     differentiable_twice = True
+    promotes = (0, 1)
 
     @staticmethod
     def forward(ctx, x, y):
@@ -59,6 +62,8 @@ class Mul(Function):
 
 class Div(Function):
     differentiable_twice = True
+    promotes = (0, 1)
+    float_result = True  # true division, as torch.div: int / int gives the default float
 
     @staticmethod
     def forward(ctx, x, y):
@@ -87,22 +92,38 @@ class Neg(Function):
 
 
 class Pow(Function):
+    """``x ** p``, with PyTorch's masked rules where the plain formulas give NaN:
+    d/dx is 0 where ``p == 0`` (also at ``x == 0``), d/dp is 0 where
+    ``x == 0 and p >= 0`` (``0 ** p`` is flat there)."""
+
     differentiable_twice = True
+    promotes = (0, 1)
 
     @staticmethod
     def forward(ctx, x, p):
         out = x**p
-        ctx.save_for_backward(x, p, out if ctx.needs_input_grad[1] else None)
+        nx, np_ = ctx.needs_input_grad
+        # the masks are constants: they only select where a rule is replaced by 0
+        p_zero = (p == 0) if nx else None
+        if p_zero is not None and getattr(p_zero, "ndim", 0) == 0 and not p_zero:
+            p_zero = None  # a nonzero scalar exponent: the plain rule holds everywhere
+        ctx.save_for_backward(x, p, out if np_ else None, p_zero,
+                              (x == 0) & (p >= 0) if np_ else None)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        x, p, out = ctx.saved_tensors
+        x, p, out, p_zero, x_flat = ctx.saved_tensors
+        xp = ctx.xp
         gx = gp = None
-        if ctx.needs_input_grad[0]:
-            gx = g * p * x ** (p - 1)
-        if ctx.needs_input_grad[1]:
-            gp = g * out * ctx.xp.log(x)
+        # inf/NaN at the masked places are expected: no NumPy warnings for them
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if ctx.needs_input_grad[0]:
+                gx = g * p * x ** (p - 1)
+                if p_zero is not None:
+                    gx = xp.where(p_zero, 0, gx)
+            if ctx.needs_input_grad[1]:
+                gp = xp.where(x_flat, 0, g * out * xp.log(x))
         return gx, gp
 
 
@@ -165,25 +186,29 @@ class Abs(Function):
 
 
 class _Select(Function):
-    """maximum/minimum: the gradient goes to the chosen input; ties split it evenly."""
+    """maximum/minimum as torch.maximum: the gradient goes to the chosen input,
+    ties split it evenly, and a NaN (chosen by both) passes the gradient to both
+    inputs, so NaNs are not hidden."""
 
     differentiable_twice = True
+    promotes = (0, 1)
 
     @classmethod
     def forward(cls, ctx, x, y):
         xp = ctx.xp
         out = cls.pick(xp, x, y)
-        wins = cls.wins(x, y)
-        # weight of x in the result: 1 where x wins, 1/2 at ties, 0 where y wins
-        wx = wins + (x == y) * 0.5
-        ctx.save_for_backward(xp.asarray(wx, dtype=out.dtype))
+        nx, ny = ctx.needs_input_grad
+        half = (x == y) * 0.5
+        # weight of each input: 1, 1/2 at ties, 0 where the other one wins (NaN: 1)
+        wx = xp.asarray(1 - cls.wins(y, x) - half, dtype=out.dtype) if nx else None
+        wy = xp.asarray(1 - cls.wins(x, y) - half, dtype=out.dtype) if ny else None
+        ctx.save_for_backward(wx, wy)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        (wx,) = ctx.saved_tensors
-        nx, ny = ctx.needs_input_grad
-        return (g * wx if nx else None), (g * (1 - wx) if ny else None)
+        wx, wy = ctx.saved_tensors
+        return (None if wx is None else g * wx), (None if wy is None else g * wy)
 
 
 class Maximum(_Select):
@@ -198,6 +223,7 @@ class Minimum(_Select):
 
 class Where(Function):
     differentiable_twice = True
+    promotes = (1, 2)
 
     @staticmethod
     def forward(ctx, cond, x, y):
@@ -214,6 +240,7 @@ class Where(Function):
 
 class Clip(Function):
     differentiable_twice = True
+    promotes = (0, 1, 2)
 
     @staticmethod
     def forward(ctx, x, lo, hi):

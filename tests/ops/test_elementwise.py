@@ -89,3 +89,69 @@ def test_where_routes_gradients():
     ops.where(c, x, y).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [1, 0, 1])
     np.testing.assert_array_equal(y.grad.numpy(), [1])
+
+
+# ---------------------------------------------- PyTorch's masked pow rules
+def _pow_grads(base, exponent, scalar_exponent=None):
+    b = tg.tensor(np.array(base), requires_grad=True)
+    if scalar_exponent is not None:
+        (b ** scalar_exponent).sum().backward()
+        return b.grad.numpy(), None
+    e = tg.tensor(np.array(exponent), requires_grad=True)
+    (b ** e).sum().backward()
+    return b.grad.numpy(), e.grad.numpy()
+
+
+@pytest.mark.parametrize("p", [0, 0.0])
+def test_pow_zero_exponent_has_zero_gradient_at_zero(p):
+    gb, _ = _pow_grads([0.0, 1.0, -2.0], None, scalar_exponent=p)
+    np.testing.assert_array_equal(gb, [0.0, 0.0, 0.0])  # before: [nan, 0, 0]
+
+
+def test_pow_at_zero_base_matches_torch_masks():
+    gb, ge = _pow_grads([0.0, 0.0, 0.0, 2.0], [2.0, 0.0, 0.5, 0.0])
+    # d/db: 2*0 = 0; masked 0 where e == 0; 0.5 * 0**-0.5 = inf (as torch)
+    np.testing.assert_array_equal(gb, [0.0, 0.0, np.inf, 0.0])
+    # d/de: 0 where b == 0 and e >= 0 (before: nan/-inf); log(2) elsewhere
+    np.testing.assert_allclose(ge, [0.0, 0.0, 0.0, np.log(2.0)])
+
+
+def test_pow_scalar_zero_base_gradient_wrt_exponent():
+    e = tg.tensor([2.0, 0.5, 0.0, -1.0], requires_grad=True)
+    (0.0 ** e).sum().backward()
+    np.testing.assert_array_equal(e.grad.numpy(), [0.0, 0.0, 0.0, -np.inf])
+
+
+def test_pow_masks_match_torch():
+    torch = pytest.importorskip("torch")
+    base = np.array([0.0, 0.0, 0.0, 0.0, 2.0, 1.5])
+    expo = np.array([2.0, 0.0, 0.5, -1.0, 0.0, 3.0])
+    gb, ge = _pow_grads(base, expo)
+    tb = torch.tensor(base, requires_grad=True)
+    te = torch.tensor(expo, requires_grad=True)
+    (tb ** te).sum().backward()
+    np.testing.assert_allclose(gb, tb.grad.numpy())
+    np.testing.assert_allclose(ge, te.grad.numpy())
+
+
+def test_pow_masked_rules_are_twice_differentiable():
+    from tapegrad.testing import gradgradcheck
+
+    r = np.random.default_rng(1)
+    # the tensor-exponent path (array masks); exactly at p == 0 the masked rule is
+    # flat in p, as PyTorch's, so finite differences there would disagree by design
+    gradgradcheck(ops.pow, [r.uniform(0.5, 2.0, (2, 3)), np.array([[0.7, 1.5, 2.0]] * 2)])
+    x = tg.tensor([0.0, 2.0], requires_grad=True)
+    (g,) = tg.grad((x ** 0.0).sum(), x, create_graph=True)
+    np.testing.assert_array_equal(g.numpy(), [0.0, 0.0])
+
+
+# ------------------------------------------------ NaN is not hidden
+def test_maximum_minimum_pass_the_gradient_through_nan():
+    for op in (ops.maximum, ops.minimum):
+        x = tg.tensor([np.nan, 1.0, 3.0], requires_grad=True)
+        y = tg.tensor([0.0, np.nan, 1.0], requires_grad=True)
+        op(x, y).sum().backward()
+        win = [1.0, 1.0, 1.0] if op is ops.maximum else [1.0, 1.0, 0.0]
+        np.testing.assert_array_equal(x.grad.numpy(), win)  # before: 0 at the NaN
+        np.testing.assert_array_equal(y.grad.numpy(), [1.0, 1.0, 1.0 - win[2]])
