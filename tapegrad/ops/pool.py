@@ -20,10 +20,13 @@ Conventions, and which options reproduce each framework:
 
 Max pooling pads with ``-inf`` (padding never wins). Each output remembers
 the position of its maximum inside the window (a small integer in window
-order, row-major over ``(kh, kw)``); ties go to the first in that order. The
-vjp routes each gradient there, so only those indices are saved, not the
-input. Padding must be smaller than the kernel along each axis, so that no
-window lies entirely in the padding.
+order, row-major over ``(kh, kw)``); ties go to the first in that order. As
+in PyTorch (``if (val > maxval || isnan(val))``), a NaN is the maximum: the
+output is NaN and the *last* NaN in window order gets the gradient; a window
+whose input cells are all ``-inf`` gives it to its first cell inside the
+input, never to the padding. The vjp routes each gradient there, so only
+those indices are saved, not the input. Padding must be smaller than the
+kernel along each axis, so that no window lies entirely in the padding.
 """
 
 from __future__ import annotations
@@ -99,6 +102,15 @@ class _Geometry:
         out[:, :, :ho * kh, :wo * kw] = g
         return out
 
+    def first_inside(self):
+        """(Ho, Wo) window-order offset of each window's first cell inside the
+        input (not 0 only in the windows that start in the top/left padding)."""
+        (ho, wo), (sh, sw), kw = self.out, self.stride, self.kernel[1]
+        pt, _, pl, _ = self.pad
+        i0 = np.maximum(pt - np.arange(ho) * sh, 0)
+        j0 = np.maximum(pl - np.arange(wo) * sw, 0)
+        return i0[:, None] * kw + j0[None, :]
+
     def offset_slices(self, i, j):
         """Where kernel offset (i, j) of every window lies in the padded buffer."""
         (ho, wo), (sh, sw) = self.out, self.stride
@@ -133,6 +145,23 @@ def _index_dtype(xp, k):
     return xp.int8 if k <= 127 else xp.int16 if k <= 32767 else xp.int32
 
 
+def _pytorch_argmax_at_nan_and_neginf(xp, geo, at, best, idx):
+    """Correct, in place, the indices of the strict ``>`` scan where it differs
+    from PyTorch's ``if (val > maxval || isnan(val))``: windows holding a NaN
+    (``best`` is NaN) take their last NaN; windows whose input cells are all
+    ``-inf`` take their first cell inside the input instead of the padding.
+    Only called when ``best`` is not all finite, so the common case pays one
+    ``isfinite`` pass over the output."""
+    kh, kw = geo.kernel
+    if bool(xp.isnan(best).any()):
+        for k in range(kh * kw):
+            v = at(*divmod(k, kw))  # (N, C, Ho, Wo)
+            idx[xp.isnan(v)] = k  # later offsets overwrite: the last NaN wins
+    if geo.pad[0] or geo.pad[2]:
+        first = xp.asarray(geo.first_inside(), dtype=idx.dtype)  # (Ho, Wo)
+        idx[...] = xp.where(best == -xp.inf, first, idx)
+
+
 class MaxPool2d(Function):
     @staticmethod
     def forward(ctx, x, geo):
@@ -156,6 +185,8 @@ class MaxPool2d(Function):
                 idx += b * (k - idx)
             xp.maximum(best, v, out=best)  # NaN propagates, like PyTorch
         if idx is not None:
+            if not bool(xp.isfinite(best).all()):
+                _pytorch_argmax_at_nan_and_neginf(xp, geo, at, best, idx)
             ctx.geo = geo
             ctx.save_for_backward(idx)
         return best
@@ -258,8 +289,9 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False):
     ``stride`` defaults to ``kernel_size``; ``padding`` is an int, ``(ph, pw)``
     or ``(top, bottom, left, right)`` and acts as ``-inf``; ``ceil_mode=True``
     rounds the output size up (Caffe), ``False`` down (MatConvNet, PyTorch).
-    Ties go to the first maximum in window order; the vjp routes each
-    gradient to that one position.
+    Ties go to the first maximum in window order; a NaN counts as the
+    maximum (the output is NaN and the last NaN in the window gets the
+    gradient, as in PyTorch); the vjp routes each gradient to that one position.
 
     >>> y = ops.max_pool2d(x, 2)                      # (N, C, H//2, W//2)
     >>> y = ops.max_pool2d(x, 3, 2, ceil_mode=True)   # Caffe's pool1 geometry

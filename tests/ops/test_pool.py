@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as hst
+from hypothesis.extra import numpy as hnp
 
 import tapegrad as tg
 from tapegrad import ops
@@ -28,7 +29,9 @@ def _ref_size(size, k, s, before, after, ceil):
 
 
 def ref_pool(x, k, s, pad, ceil, method, include_pad=True):
-    """Pooling by loops over every output pixel; also the (first) arg-max."""
+    """Pooling by loops over every output pixel; also the arg-max by PyTorch's
+    rule: start at the window's first cell inside the input, move on
+    ``v > best or isnan(v)`` (ties keep the first; the last NaN wins)."""
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (pt, pb, pl, pr) = k, s, pad
     ho = _ref_size(h, kh, sh, pt, pb, ceil)
@@ -41,12 +44,12 @@ def ref_pool(x, k, s, pad, ceil, method, include_pad=True):
                 for j in range(wo):
                     r0, c0 = i * sh - pt, j * sw - pl
                     r1, c1 = r0 + kh, c0 + kw
-                    best, where, total = -np.inf, None, 0.0
+                    best, where, total = -np.inf, (max(r0, 0), max(c0, 0)), 0.0
                     for r in range(max(r0, 0), min(r1, h)):
                         for q in range(max(c0, 0), min(c1, w)):
                             v = x[b, ch, r, q]
                             total += v
-                            if v > best:
+                            if v > best or np.isnan(v):
                                 best, where = v, (r, q)
                     if method == "max":
                         out[b, ch, i, j] = best
@@ -94,10 +97,17 @@ def test_avg_pool_matches_loop_reference(geo, include_pad, data):
     np.testing.assert_allclose(y.numpy(), ref, atol=1e-12)
 
 
+def _special_values(shape):
+    """Inputs full of ties, NaNs and -infs (where a strict ``>`` scan goes wrong)."""
+    return hnp.arrays(np.float64, shape, elements=hst.sampled_from(
+        [np.nan, -np.inf, np.inf, -1.0, 0.0, 1.0]))
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "nan-inf-ties"])
 @given(geo=geometries(), data=hst.data())
-def test_max_pool_gradient_goes_to_the_argmax(geo, data):
+def test_max_pool_gradient_goes_to_the_argmax(special, geo, data):
     shape, k, s, pad, ceil = geo
-    x = data.draw(st.arrays(shape))
+    x = data.draw(_special_values(shape) if special else st.arrays(shape))
     xt = tg.tensor(x, requires_grad=True)
     y = ops.max_pool2d(xt, k, s, pad, ceil_mode=ceil)
     g = np.arange(1.0, y.data.size + 1).reshape(y.shape)
@@ -154,6 +164,32 @@ def test_ties_pick_the_first_in_window_order_deterministically():
     expect = np.zeros((4, 4))
     expect[:2, :2] = 1
     np.testing.assert_array_equal(x.grad.numpy()[0, 0], expect)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_is_the_maximum_and_the_last_nan_gets_the_gradient(dtype):
+    # PyTorch: `if (val > maxval || isnan(val))`, so every NaN takes the argmax
+    nan = np.nan
+    x = tg.tensor(np.array([[[[1, nan, 8, 9], [nan, 5, 7, nan]]]], dtype), requires_grad=True)
+    y = ops.max_pool2d(x, 2)  # fast (tiling) path
+    ops.sum(y).backward()
+    assert np.isnan(y.numpy()).all()
+    np.testing.assert_array_equal(x.grad.numpy()[0, 0], [[0, 0, 0, 0], [1, 0, 0, 1]])
+    # overlapping windows with padding (general path): a NaN late in a window
+    x = tg.tensor(np.array([[[[nan, 7, 1], [nan, 5, 2], [nan, 3, 4]]]], dtype),
+                  requires_grad=True)
+    y = ops.max_pool2d(x, 3, 1, 1)
+    ops.sum(y).backward()
+    np.testing.assert_array_equal(np.isnan(y.numpy()[0, 0]), [[1, 1, 0]] * 3)
+    np.testing.assert_array_equal(x.grad.numpy()[0, 0], [[0, 2, 0], [2, 1, 0], [4, 0, 0]])
+
+
+def test_all_neginf_window_sends_the_gradient_inside_the_input_not_to_the_padding():
+    x = tg.tensor(np.full((1, 1, 2, 2), -np.inf), requires_grad=True)
+    y = ops.max_pool2d(x, 2, 2, 1)  # every window: one input cell, three padding cells
+    ops.sum(y).backward()
+    np.testing.assert_array_equal(y.numpy(), -np.inf)
+    np.testing.assert_array_equal(x.grad.numpy(), 1.0)
 
 
 def test_max_pool_saves_small_indices_not_the_input():
@@ -242,6 +278,22 @@ def test_against_torch(seed):
             ya.backward(tg.tensor(g))
             yb.backward(torch.tensor(g))
             np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=1e-12)
+
+
+def test_nan_and_inf_against_torch():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(0)
+    for k, s, p in [(2, 2, 0), (3, 1, 1), (3, 2, 1), ((2, 3), 1, (1, 0))]:
+        x = rng.choice([np.nan, -np.inf, np.inf, 0.0, 1.0], size=(2, 3, 6, 7))
+        a = tg.tensor(x, requires_grad=True)
+        b = torch.tensor(x, requires_grad=True)
+        ya, yb = ops.max_pool2d(a, k, s, p), F.max_pool2d(b, k, s, p)
+        np.testing.assert_array_equal(ya.numpy(), yb.detach().numpy())
+        g = rng.standard_normal(ya.shape)
+        ya.backward(tg.tensor(g))
+        yb.backward(torch.tensor(g))
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
 # -------------------------------------------------------------------- errors
