@@ -54,6 +54,18 @@ class _Geom:
         t, b, left, r = self.pad
         return (self.n, self.c, self.h + t + b, self.w + left + r)
 
+    @property
+    def kg(self):
+        """Rows of one group's columns, ``Cg*kh*kw``. Every reshape here spells its
+        sizes out: NumPy cannot infer a ``-1`` once any axis is 0 (an empty batch,
+        no output channels)."""
+        return self.c // self.g * self.kh * self.kw
+
+
+def _wmat(w, g):
+    """(O, Cg, kh, kw) -> (G, Og, Kg): the weight as one matrix per group."""
+    return w.reshape(g.g, g.o // g.g, g.kg)
+
 
 def _check_common(op, x, w, b, groups, in_axis, out_axis):
     """Ranks, dtypes, groups and bias; returns ``(in_channels, out_channels)``."""
@@ -118,7 +130,7 @@ def _im2col(xp, x, g):
     # one copy, written in order: (N, C, Ho, Wo, kh, kw) -> (N, C, kh, kw, Ho, Wo)
     cols[...] = win.transpose(0, 1, 4, 5, 2, 3)
     # (N, C, kh, kw, Ho, Wo) -> (N, G, Cg*kh*kw, Ho*Wo)
-    return cols.reshape(g.n, g.g, -1, g.ho * g.wo)
+    return cols.reshape(g.n, g.g, g.kg, g.ho * g.wo)
 
 
 def _span(start, step, count, pad, size):
@@ -215,11 +227,11 @@ def _input_grad(xp, gy, w, g):
         # flipped kernel, in and out swapped within each group:
         # (O, Cg, kh, kw) -> (G, Og, Cg, kh, kw) -> (G, Cg, Og, kh, kw) -> (G, Cg, Og*kh*kw)
         wf = w.reshape(g.g, og, cg, g.kh, g.kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
-        wf = xp.ascontiguousarray(wf).reshape(g.g, cg, -1)
+        wf = _wmat(xp.ascontiguousarray(wf), f)
         return _gemm_forward(xp, _im2col(xp, gy, f), wf, f)
     if g.wo < _CHANNELS_LAST_BELOW_WO and g.n * (g.c // g.g) >= 8 * g.wo:
         return _input_grad_channels_last(xp, gy, w, g)
-    wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
+    wmat = _wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
     gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
     # (G, Kg, Og) @ (N, G, Og, P) -> (N, G, Kg, P)
     gcols = xp.matmul(wmat.transpose(0, 2, 1), gm)
@@ -237,7 +249,7 @@ def _input_grad_channels_last(xp, gy, w, g):
     # (N, O, Ho, Wo) -> (N, G, Og, Ho, Wo) -> (G, Ho, Wo, N, Og) -> (G, Ho*Wo*N, Og)
     gyt = xp.empty((g.g, g.ho, g.wo, g.n, og), dtype=gy.dtype)
     gyt[...] = gy.reshape(g.n, g.g, og, g.ho, g.wo).transpose(1, 3, 4, 0, 2)
-    gyt = gyt.reshape(g.g, -1, og)
+    gyt = gyt.reshape(g.g, g.ho * g.wo * g.n, og)
     # (O, Cg, kh, kw) -> (G, Og, Cg, kh, kw) -> (kh, kw, G, Og, Cg) -> (kh*kw, G, Og, Cg)
     wk = xp.ascontiguousarray(w.reshape(g.g, og, cg, g.kh, g.kw).transpose(3, 4, 0, 1, 2))
     wk = wk.reshape(g.kh * g.kw, g.g, og, cg)
@@ -270,7 +282,7 @@ def _input_grad_channels_last(xp, gy, w, g):
 def _add_bias(y, bias):
     """y (N, O, Ho, Wo), a new array of this op, plus bias (O,), in place."""
     if bias is not None:
-        y += bias.reshape(1, -1, 1, 1)
+        y += bias.reshape(1, bias.size, 1, 1)
     return y
 
 
@@ -280,7 +292,7 @@ def _bias_grad(xp, gy):
     n, o = gy.shape[:2]
     ones = xp.ones(gy.shape[2] * gy.shape[3], dtype=gy.dtype)
     # (N, O, Ho, Wo) -> (N*O, Ho*Wo) @ (Ho*Wo,) -> (N*O,) -> (N, O) -> (O,)
-    return (gy.reshape(n * o, -1) @ ones).reshape(n, o).sum(axis=0)
+    return (gy.reshape(n * o, ones.size) @ ones).reshape(n, o).sum(axis=0)
 
 
 # --------------------------------------------------------------------- ops
@@ -311,7 +323,7 @@ class Conv2d(Function):
         xp = ctx.xp
         nx, nw, _ = ctx.needs_input_grad
         cols = _im2col(xp, x, g)  # (N, G, Kg, P), saved for the weight gradient
-        wmat = w.reshape(g.g, g.o // g.g, -1)  # (O, Cg, kh, kw) -> (G, Og, Kg)
+        wmat = _wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
         y = _add_bias(_gemm_forward(xp, cols, wmat, g), b)
         ctx.geom = g
         ctx.save_for_backward(cols if nw else None, w if nx else None)
@@ -377,7 +389,7 @@ class ConvTranspose2d(Function):
         if nx or nw:
             cols = _im2col(xp, gy, g)  # (N, Cout, Hout, Wout) -> (N, G, Kg, H*W)
             if nx:
-                wmat = w.reshape(g.g, g.o // g.g, -1)  # (G, Cin/G, Kg)
+                wmat = _wmat(w, g)  # (Cin, Cout/G, kh, kw) -> (G, Cin/G, Kg)
                 gx = _gemm_forward(xp, cols, wmat, g)  # -> (N, Cin, H, W)
             if nw:
                 gw = _weight_grad(xp, x, cols, g)  # -> (Cin, Cout/G, kh, kw)

@@ -204,6 +204,50 @@ def test_conv2d_weight_grad_both_orientations(x_shape, w_shape, groups):
                rng.standard_normal((w_shape[0], 2, 2, 3))])
 
 
+ZERO_SIZE_CASES = [
+    # (op, x shape, w shape, options): an empty batch, no output channels, no input
+    # channels, through every input-gradient path (correlation, col2im, channels-last)
+    (ops.conv2d, (0, 3, 8, 8), (4, 3, 3, 3), {}),
+    (ops.conv2d, (0, 3, 8, 8), (4, 3, 3, 3), dict(stride=2, padding=1)),
+    (ops.conv2d, (0, 4, 9, 9), (6, 2, 3, 3), dict(groups=2, dilation=2, padding=(1, 0, 2, 1))),
+    (ops.conv2d, (2, 3, 8, 8), (0, 3, 3, 3), {}),
+    (ops.conv2d, (8, 2, 6, 6), (0, 2, 3, 3), dict(stride=2)),
+    (ops.conv2d, (1, 2, 30, 30), (0, 2, 3, 3), dict(stride=2)),
+    (ops.conv2d, (2, 0, 5, 5), (4, 0, 3, 3), dict(padding=1)),
+    (ops.conv_transpose2d, (0, 4, 5, 5), (4, 2, 3, 3), {}),
+    (ops.conv_transpose2d, (0, 4, 5, 5), (4, 2, 3, 3), dict(stride=2, padding=1)),
+    (ops.conv_transpose2d, (0, 4, 5, 5), (4, 3, 3, 3),
+     dict(stride=2, groups=2, output_padding=1)),
+    (ops.conv_transpose2d, (2, 4, 5, 5), (4, 0, 3, 3), dict(stride=2)),
+    (ops.conv_transpose2d, (2, 0, 5, 5), (0, 3, 3, 3), {}),
+]
+
+
+@pytest.mark.parametrize("op,x_shape,w_shape,kw", ZERO_SIZE_CASES)
+def test_zero_size_tensors(op, x_shape, w_shape, kw):
+    """As PyTorch: correctly shaped (empty) results, and gradients of the inputs'
+    shapes -- zeros for the weight and bias when nothing flows through them."""
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    o = w_shape[0] if op is ops.conv2d else w_shape[1] * kw.get("groups", 1)
+    b = rng.standard_normal(o)
+    ref_op = ref_conv2d if op is ops.conv2d else ref_conv_transpose2d
+    ref = ref_op(x, w, b, **kw)
+    xt, wt, bt = (tg.tensor(a, requires_grad=True) for a in (x, w, b))
+    y = op(xt, wt, bt, **kw)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(y.data, ref, rtol=1e-12)
+    gy = rng.standard_normal(ref.shape)
+    y.backward(tg.tensor(gy))
+    for t in (xt, wt, bt):
+        assert t.grad is not None and t.grad.shape == t.shape
+    np.testing.assert_allclose(bt.grad.data, gy.sum(axis=(0, 2, 3)), rtol=1e-12)
+    if 0 in y.shape:
+        np.testing.assert_array_equal(wt.grad.data, 0.0)
+        np.testing.assert_array_equal(xt.grad.data, 0.0)
+    gradcheck(lambda x, w, b: op(x, w, b, **kw), [x, w, b])
+
+
 def test_conv2d_fully_connected():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 2, 4, 5))
