@@ -21,6 +21,7 @@ import functools
 import itertools
 import threading
 from operator import attrgetter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -113,10 +114,9 @@ class Node:
     """One tape entry, and the ``ctx`` an op's forward and backward see.
 
     ``seq`` is the entry's place in recording order (monotonically
-    increasing). ``edges`` has one ``(i, target, k, shape, dtype)`` per input *i* that
-    needs a gradient: output *k* of entry ``target``, or a leaf tensor
-    ``target`` with ``k == -1``; shape and dtype are the input's, for the
-    engine's reduction and cast of its gradient.
+    increasing). ``edges`` has one :class:`Edge` per input that needs a
+    gradient; ``saved_src`` one :class:`SavedFrom` (or None, for a constant)
+    per saved array.
     """
 
     __slots__ = ("__dict__", "__weakref__", "fn", "seq", "device", "xp", "needs_input_grad",
@@ -161,16 +161,14 @@ class Node:
         same place in the graph, so second derivatives flow through it."""
         if src is None:
             return value
-        kind, i = src[0], src[1]
-        if kind == "in":
-            edge = next((e for e in self.edges if e[0] == i), None)
+        if src.kind == "in":
+            edge = next((e for e in self.edges if e.index == src.index), None)
             if edge is None:
                 return _wrap(value, self.device, None, 0, False)
-            target, k = edge[1], edge[2]
-            if k < 0:
-                return target
-            return _wrap(value, self.device, target, k, True)
-        return _wrap(value, self.device, self, i, True)
+            if edge.out_nr < 0:
+                return edge.target
+            return _wrap(value, self.device, edge.target, edge.out_nr, True)
+        return _wrap(value, self.device, self, src.index, True)
 
 
 def _freed_message(node) -> str:
@@ -243,7 +241,7 @@ class Function:
             return _unrecorded(cls, cls.forward(ctx, *arrays, **params), ctx.device, x)
         needs = [False] * len(args)
         for e in edges:
-            needs[e[0]] = True
+            needs[e.index] = True
         ctx = Node(cls, device, tuple(needs))
         out = cls.forward(ctx, *arrays, **params)
         return _record(cls, ctx, edges, out, args)
@@ -303,11 +301,42 @@ def _promote(cls, args):
     return out
 
 
+class Edge(NamedTuple):
+    """Input ``index`` of an entry comes from output ``out_nr`` of the entry
+    ``target``, or is the leaf tensor ``target`` (``out_nr == -1``); ``shape``
+    and ``dtype`` are the input's, for the engine's reduction and cast."""
+
+    index: int
+    target: object
+    out_nr: int
+    shape: tuple
+    dtype: object
+
+
+class SavedFrom(NamedTuple):
+    """Where a saved array came from -- input or output ``index`` of its entry --
+    and that tensor's version counter with its value when it was saved."""
+
+    kind: str  # "in" or "out"
+    index: int
+    counter: list
+    version: int
+
+    @property
+    def modified(self) -> bool:
+        return self.counter[0] != self.version
+
+
+# built with tuple.__new__: a NamedTuple's own constructor is ~5x slower per op
+_new_edge = functools.partial(tuple.__new__, Edge)
+_new_saved_from = functools.partial(tuple.__new__, SavedFrom)
+
+
 def _edge(i, t, data):
     node = t._node
     if node is None:
-        return (i, t, -1, data.shape, data.dtype)
-    return (i, node, t._out_nr, data.shape, data.dtype)
+        return _new_edge((i, t, -1, data.shape, data.dtype))
+    return _new_edge((i, node, t._out_nr, data.shape, data.dtype))
 
 
 def _unrecorded(cls, out, device, base):
@@ -368,12 +397,12 @@ def _track_saved(ctx, args, outs):
         found = None
         for i, a in enumerate(args):
             if isinstance(a, Tensor) and v is a.data:
-                found = ("in", i, a._version, a._version[0])
+                found = _new_saved_from(("in", i, a._version, a._version[0]))
                 break
         else:
             for k, o in enumerate(outs):
                 if v is o.data:
-                    found = ("out", k, o._version, o._version[0])
+                    found = _new_saved_from(("out", k, o._version, o._version[0]))
                     break
         if found is not None:
             if src is None:
@@ -395,12 +424,12 @@ def _mixed_devices(cls, args):
 
 def _check_versions(node):
     for src in node.saved_src:
-        if src is not None and src[2][0] != src[3]:
-            what = "input" if src[0] == "in" else "output"
+        if src is not None and src.modified:
+            what = "input" if src.kind == "in" else "output"
             raise GraphError(
-                f"{node.name} (tape entry #{node.seq}) saved {what} {src[1]} at version "
-                f"{src[3]}, but it has since been modified in place (now version "
-                f"{src[2][0]}), so its gradient would be wrong. Use an out-of-place op "
+                f"{node.name} (tape entry #{node.seq}) saved {what} {src.index} at version "
+                f"{src.version}, but it has since been modified in place (now version "
+                f"{src.counter[0]}), so its gradient would be wrong. Use an out-of-place op "
                 "(y = x + 1 instead of x += 1), or .clone() the tensor before modifying it."
             )
 
@@ -496,8 +525,8 @@ def _reachable(nodes):
     seen = set(stack)
     while stack:
         for e in stack.pop().edges:
-            if e[2] >= 0:
-                p = e[1]
+            if e.out_nr >= 0:
+                p = e.target
                 if p not in seen:
                     seen.add(p)
                     stack.append(p)
