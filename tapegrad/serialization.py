@@ -5,8 +5,14 @@ one entry (named after its key path, so ``np.load`` shows
 ``features.0.weight``), and one entry ``__tapegrad__`` holds a JSON
 description of the object's structure: nested dicts (any str/int/float/bool
 keys), lists, tuples, and ints/floats/strings/bools/None, with references to
-the array entries. Nothing is pickled, and loading uses
-``np.load(allow_pickle=False)``, so a checkpoint cannot run code.
+the array entries. Nothing is pickled and nothing is ever unpickled, so a
+checkpoint cannot run code.
+
+Checkpoints come from strangers, so :func:`load` reads them defensively: the
+zip directory and every ``.npy`` header are checked before any array is
+allocated, the metadata must have exactly the forms :func:`save` writes, and
+the limits below bound what a small hostile file can make it do. Raise them
+per call (``load(path, max_bytes=8 << 30)``) for a checkpoint you trust.
 
 >>> tapegrad.save({"model": model.state_dict(), "optim": opt.state_dict(),
 ...                "epoch": 3}, "ckpt.npz")
@@ -16,8 +22,12 @@ the array entries. Nothing is pickled, and loading uses
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
+import math
 import os
+import struct
 import zipfile
 
 import numpy as np
@@ -31,6 +41,21 @@ __all__ = ["save", "load", "SerializationError"]
 _META = "__tapegrad__"
 _FORMAT = "tapegrad-npz"
 _VERSION = 1
+
+MAX_BYTES = 1 << 30
+"""Default ``max_bytes`` of :func:`load`: the most bytes the archive's compressed
+entries may inflate to, in total (uncompressed entries, which is what
+:func:`save` writes, are bounded by the file's own size instead)."""
+MAX_ENTRIES = 100_000
+"""Default ``max_entries`` of :func:`load`: the most entries in the zip archive."""
+MAX_DEPTH = 100
+"""Default ``max_depth`` of :func:`load`, and the most :func:`save` writes: the
+nesting of dicts/lists/tuples in the saved object."""
+
+_MAX_HEADER = 10_000  # bytes in an .npy header (numpy's own limit)
+_CHUNK = 1 << 20  # bytes read at a time into the preallocated array
+_FLOAT_WORDS = ("nan", "inf", "-inf")  # what repr() writes for non-finite floats
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def _host(a):
@@ -52,6 +77,10 @@ class _Encoder:
         return name
 
     def encode(self, obj, path):
+        if len(path) > MAX_DEPTH:
+            raise SerializationError(f"save: the object is nested more than MAX_DEPTH="
+                                     f"{MAX_DEPTH} levels deep (at {_where(path[:3])}...); "
+                                     "flatten it")
         if isinstance(obj, Tensor):
             name = self._name(path)
             self.arrays[name] = _host(obj.data)
@@ -95,8 +124,11 @@ def save(obj, f) -> None:
     """Write ``obj`` (a state dict, or nested dicts/lists of Tensors, arrays and
     small metadata) to ``f`` (a path or a binary file object) as ``.npz``.
 
-    Device arrays are copied to the host. A path is written atomically (a
-    temporary file renamed into place), so a crash never leaves half a file.
+    Device arrays are copied to the host. A path is written atomically and
+    durably: to ``<path>.tmp<pid>``, flushed to disk, renamed into place, and
+    the folder synced, so a crash leaves the previous file or the new one.
+    Temporaries of the same path left by writers that died (``kill -9``) are
+    removed; those of running processes are not touched.
     """
     enc = _Encoder()
     tree = enc.encode(obj, ())
@@ -106,14 +138,59 @@ def save(obj, f) -> None:
         np.savez(f, **entries)
         return
     path = os.fspath(f)
+    _remove_stale_temporaries(path)
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, "wb") as fh:
             np.savez(fh, **entries)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
+        _sync_folder(path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _remove_stale_temporaries(path):
+    """Delete ``<path>.tmp<pid>`` files whose writer process no longer exists."""
+    if os.name != "posix":  # no safe liveness probe (os.kill(pid, 0) would kill on Windows)
+        return
+    folder, base = os.path.split(os.path.abspath(path))
+    prefix = base + ".tmp"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return  # the write below reports an unusable folder
+    for name in names:
+        pid = name[len(prefix):]
+        if not (name.startswith(prefix) and pid.isdigit()) or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):  # removed concurrently, or not ours to remove
+            os.remove(os.path.join(folder, name))
+
+
+def _alive(pid):
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # exists under another user (or not a pid at all: leave it)
+    return True
+
+
+def _sync_folder(path):
+    """Make the rename itself durable (POSIX: fsync the directory entry)."""
+    if os.name != "posix":
+        return
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _bad(f, why):
@@ -121,61 +198,276 @@ def _bad(f, why):
     return SerializationError(f"load: {name!s} is not a readable tapegrad checkpoint: {why}")
 
 
-def load(f, device=None):
+def load(f, device=None, *, max_bytes: int = MAX_BYTES, max_entries: int = MAX_ENTRIES,
+         max_depth: int = MAX_DEPTH):
     """Read a checkpoint written by :func:`save`.
 
     Tensors come back as Tensors on ``device`` (default: CPU), arrays as NumPy
-    arrays, and the rest as saved. A truncated, corrupt or foreign file raises
-    :class:`SerializationError`.
+    arrays, and the rest as saved. Any truncated, corrupt, foreign or hostile
+    file raises :class:`SerializationError` naming the file and the problem,
+    before anything large is allocated. The limits (module defaults
+    :data:`MAX_BYTES` = 1 GiB, :data:`MAX_ENTRIES` = 100,000,
+    :data:`MAX_DEPTH` = 100) can be raised for a file you trust:
+
+    - ``max_bytes``: total bytes the compressed entries may inflate to (files
+      from :func:`save` are uncompressed; their arrays are bounded by the file
+      size, which this does not limit);
+    - ``max_entries``: entries in the zip archive;
+    - ``max_depth``: nesting of dicts/lists/tuples in the metadata.
     """
     dev = get_device(device if device is not None else "cpu")
+    limits = (max_bytes, max_entries, max_depth)
+    if hasattr(f, "read"):
+        tree, arrays = _read_checked(f, f, limits)
+    else:
+        with open(f, "rb") as fh:
+            tree, arrays = _read_checked(fh, f, limits)
+    return _decode(tree, arrays, dev)
+
+
+def _read_checked(fh, f, limits):
     try:
-        archive = np.load(f, allow_pickle=False)
-    except FileNotFoundError:
+        return _Reader(fh, f, *limits).read()
+    except SerializationError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any failure means "not ours"
-        raise _bad(f, f"{type(exc).__name__}: {exc}") from exc
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise _bad(f, "it is a single .npy array, not an .npz archive written by tapegrad.save")
-    with archive:
+    except RecursionError as exc:
+        raise _bad(f, "its metadata is nested too deeply to parse") from exc
+    except Exception as exc:  # noqa: BLE001 - anything a damaged file makes the readers raise
+        detail = str(exc) or "the data ends early"  # zipfile raises a bare EOFError
+        raise _bad(f, f"{type(exc).__name__}: {detail}") from exc
+
+
+class _Reader:
+    """Validates an .npz checkpoint from the outside in, then reads its arrays."""
+
+    def __init__(self, fh, f, max_bytes, max_entries, max_depth):
+        self.fh, self.f = fh, f
+        self.max_bytes, self.max_entries, self.max_depth = max_bytes, max_entries, max_depth
+        self.refs: dict[str, bool] = {}  # array entry -> referenced as a Tensor
+
+    def bad(self, why):
+        return _bad(self.f, why)
+
+    def read(self):
+        head = self.fh.read(8)
+        self.fh.seek(-len(head), 1)
+        if not head:
+            raise self.bad("the file is empty")
+        if head.startswith(b"\x93NUMPY"):
+            raise self.bad("it is a single .npy array, not an .npz archive written by "
+                           "tapegrad.save")
+        if not head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+            raise self.bad(f"it is not an .npz archive (a zip file): it starts with {head!r}")
+        self.size = self.fh.seek(0, 2)
+        self._check_count(self._declared_entries())
+        with zipfile.ZipFile(self.fh) as zf:
+            entries = self._check_directory(zf.infolist())
+            if _META not in entries:
+                raise self.bad(f"the archive has no {_META!r} entry (a plain .npz? read it "
+                               "with numpy.load)")
+            meta = self._metadata(zf, entries[_META])
+            self._check_tree(meta["tree"], ())
+            headers = {}
+            for name, as_tensor in self.refs.items():
+                if name not in entries or name == _META:
+                    raise self.bad(f"the metadata refers to an array {name!r} that the archive "
+                                   "does not hold")
+                headers[name] = self._npy_header(zf, entries[name], as_tensor)
+            arrays = {name: self._read_data(zf, entries[name], *headers[name])
+                      for name in headers}
+        return meta["tree"], arrays
+
+    # ----------------------------------------------------------- zip layer
+    def _check_count(self, n):
+        if n > self.max_entries:
+            raise self.bad(f"the archive has {n} entries, more than max_entries="
+                           f"{self.max_entries}; if you trust the file, pass a larger "
+                           "load(..., max_entries=...)")
+
+    def _declared_entries(self):
+        """The entry count from the end-of-directory record, before zipfile
+        parses (and allocates) the whole central directory."""
+        end = self.size
+        tail_len = min(end, 22 + 0xFFFF + 20)  # record, its comment, the zip64 locator
+        self.fh.seek(end - tail_len)
+        tail = self.fh.read(tail_len)
+        self.fh.seek(0)
+        i = tail.rfind(b"PK\x05\x06")
+        if i < 0 or len(tail) - i < 22:
+            raise self.bad("it is not a complete zip archive (no end-of-directory record; "
+                           "truncated?)")
+        (count,) = struct.unpack_from("<H", tail, i + 10)
+        if count == 0xFFFF and i >= 20 and tail[i - 20:i - 16] == b"PK\x06\x07":
+            (offset,) = struct.unpack_from("<Q", tail, i - 12)
+            self.fh.seek(offset)
+            rec = self.fh.read(56)
+            self.fh.seek(0)
+            if len(rec) == 56 and rec[:4] == b"PK\x06\x06":
+                (count,) = struct.unpack_from("<Q", rec, 32)
+        return count
+
+    def _check_directory(self, infos):
+        self._check_count(len(infos))
+        names = [i.filename for i in infos]
+        if len(set(names)) != len(names):
+            raise self.bad("the archive lists an entry twice")
+        stored = sum(i.compress_size for i in infos)
+        if stored > self.size:
+            raise self.bad(f"its entries claim {stored} bytes in a {self.size}-byte file "
+                           "(corrupt or overlapping entries)")
+        inflated = 0
+        for i in infos:
+            if i.compress_type == zipfile.ZIP_STORED:
+                if i.file_size != i.compress_size:
+                    raise self.bad(f"entry {i.filename!r} is stored uncompressed but declares "
+                                   f"{i.file_size} bytes of content in {i.compress_size}")
+            elif i.compress_type == zipfile.ZIP_DEFLATED:
+                inflated += i.file_size
+            else:
+                raise self.bad(f"entry {i.filename!r} uses zip compression method "
+                               f"{i.compress_type}; numpy writes only stored or deflated")
+        if inflated > self.max_bytes:
+            raise self.bad(f"its compressed entries inflate to {inflated} bytes, more than "
+                           f"max_bytes={self.max_bytes}; if you trust the file, pass a larger "
+                           "load(..., max_bytes=...)")
+        return {n[:-4]: i for n, i in zip(names, infos) if n.endswith(".npy")}
+
+    # ----------------------------------------------------------- npy layer
+    def _npy_header(self, zf, info, as_tensor):
+        """``(data offset, shape, fortran order, dtype)`` of an entry, its header
+        checked against the entry's size."""
+        with zf.open(info) as fh:
+            return self._parse_header(fh, info, as_tensor)
+
+    def _parse_header(self, fh, info, as_tensor):
+        name = info.filename
+        major, minor = np.lib.format.read_magic(fh)
+        if major not in (1, 2, 3) or minor != 0:
+            raise self.bad(f"entry {name!r} has .npy format version {major}.{minor}")
+        (hlen,) = struct.unpack("<H" if major == 1 else "<I", fh.read(2 if major == 1 else 4))
+        if hlen > _MAX_HEADER:
+            raise self.bad(f"entry {name!r} has a {hlen}-byte .npy header (numpy writes "
+                           f"at most {_MAX_HEADER})")
+        header = ast.literal_eval(fh.read(hlen).decode("utf8" if major == 3 else "latin1"))
+        if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
+            raise self.bad(f"entry {name!r} has a malformed .npy header")
+        shape, fortran = header["shape"], header["fortran_order"]
+        if (not isinstance(shape, tuple) or not isinstance(fortran, bool)
+                or not all(type(n) is int and n >= 0 for n in shape)):
+            raise self.bad(f"entry {name!r} has a malformed .npy header (shape {shape!r})")
+        dtype = np.lib.format.descr_to_dtype(header["descr"])
+        if dtype.hasobject:
+            raise self.bad(f"entry {name!r} holds pickled Python objects (dtype "
+                           f"{dtype}); tapegrad never writes nor unpickles those")
+        count = math.prod(shape)
+        if dtype.subdtype is not None or (dtype.itemsize == 0 and count):
+            raise self.bad(f"entry {name!r} has dtype {dtype}, which numpy does not write")
+        if as_tensor and dtype.kind not in "biufc":
+            raise self.bad(f"entry {name!r} is stored as a Tensor but has dtype {dtype}")
+        held = info.file_size - fh.tell()
+        if count * dtype.itemsize != held:
+            raise self.bad(f"entry {name!r} declares shape {shape} {dtype} "
+                           f"({count * dtype.itemsize} bytes) but holds {held} bytes of data")
+        return fh.tell(), shape, fortran, dtype
+
+    @staticmethod
+    def _read_data(zf, info, offset, shape, fortran, dtype):
+        out = np.empty(math.prod(shape), dtype)  # sizes checked: this is what the file holds
+        with zf.open(info) as fh:
+            fh.read(offset)
+            raw = memoryview(out.view(np.uint8)) if out.nbytes else memoryview(b"")
+            pos = 0
+            while pos < len(raw):  # a CRC error surfaces from the last read
+                n = fh.readinto(raw[pos:pos + _CHUNK])
+                if not n:
+                    raise EOFError(f"entry {info.filename!r} ends early")
+                pos += n
+        return out.reshape(shape[::-1]).T if fortran else out.reshape(shape)
+
+    # ------------------------------------------------------ metadata layer
+    def _metadata(self, zf, info):
+        header = self._npy_header(zf, info, False)
+        if header[1] != () or header[3].kind != "U":
+            raise self.bad(f"the {_META!r} entry has shape {header[1]} and dtype {header[3]}, "
+                           "not a JSON string")
+        text = self._read_data(zf, info, *header).item()
         try:
-            if _META not in archive.files:
-                raise _bad(f, f"the archive has no {_META!r} entry (a plain .npz? read it with "
-                              "numpy.load)")
-            meta = json.loads(str(archive[_META]))
-            if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
-                raise _bad(f, "unrecognised metadata")
-            if meta.get("version", 0) > _VERSION:
-                raise _bad(f, f"format version {meta['version']} is newer than this "
-                              f"tapegrad reads ({_VERSION})")
-            return _decode(meta["tree"], archive, dev, f)
-        except SerializationError:
-            raise
-        except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile,
-                json.JSONDecodeError, TypeError) as exc:
-            raise _bad(f, f"{type(exc).__name__}: {exc}") from exc
+            meta = json.loads(text)
+        except RecursionError as exc:
+            raise self.bad(f"its metadata is nested too deeply (max_depth="
+                           f"{self.max_depth})") from exc
+        except ValueError as exc:
+            raise self.bad(f"its metadata is not valid JSON ({exc})") from exc
+        if not isinstance(meta, dict) or set(meta) != {"format", "version", "tree"} \
+                or meta["format"] != _FORMAT:
+            raise self.bad(f"its metadata is not in the {_FORMAT!r} format")
+        version = meta["version"]
+        if type(version) is not int or version < 1:
+            raise self.bad(f"its metadata has an invalid format version {version!r}")
+        if version > _VERSION:
+            raise self.bad(f"format version {version} is newer than this tapegrad reads "
+                           f"({_VERSION}); upgrade tapegrad")
+        return meta
+
+    def _check_tree(self, node, path):
+        """Accept only what _Encoder writes; collect the array references."""
+        if len(path) > self.max_depth:  # the same count as _Encoder's
+            raise self.bad(f"its metadata is nested more than max_depth={self.max_depth} "
+                           "levels; if you trust the file, pass a larger load(..., "
+                           "max_depth=...)")
+        if isinstance(node, _SCALARS):
+            return
+        where = _where(path)
+        if isinstance(node, list):
+            for i, v in enumerate(node):
+                self._check_tree(v, (*path, i))
+            return
+        keys = sorted(node) if isinstance(node, dict) else None
+        if keys == ["$tensor", "requires_grad"] and isinstance(node["requires_grad"], bool):
+            self._ref(node["$tensor"], True, where)
+        elif keys == ["$array"]:
+            self._ref(node["$array"], False, where)
+        elif keys == ["$tuple"] and isinstance(node["$tuple"], list):
+            for i, v in enumerate(node["$tuple"]):
+                self._check_tree(v, (*path, i))
+        elif keys == ["$float"] and node["$float"] in _FLOAT_WORDS:
+            pass
+        elif keys == ["$dict"] and isinstance(node["$dict"], list):
+            for item in node["$dict"]:
+                if not (isinstance(item, list) and len(item) == 2
+                        and isinstance(item[0], _SCALARS)):
+                    raise self.bad(f"its metadata has a malformed dict item at {where}")
+                self._check_tree(item[1], (*path, item[0]))
+        else:
+            raise self.bad(f"its metadata has an unknown entry at {where}: "
+                           f"{json.dumps(node)[:80]}")
+
+    def _ref(self, name, as_tensor, where):
+        if not isinstance(name, str) or name in self.refs:
+            raise self.bad(f"its metadata has an invalid or repeated array reference "
+                           f"{name!r} at {where}")
+        self.refs[name] = as_tensor
 
 
-def _decode(node, archive, dev, f):
+def _decode(node, arrays, dev):
+    """Build the object from validated metadata and the arrays read."""
     if isinstance(node, list):
-        return [_decode(v, archive, dev, f) for v in node]
+        return [_decode(v, arrays, dev) for v in node]
     if not isinstance(node, dict):
         return node
     if "$tensor" in node:
-        arr = archive[node["$tensor"]]
+        arr = arrays[node["$tensor"]]
         if dev.type == "cuda":
             with dev.use():
                 arr = dev.xp.asarray(arr)
         t = _wrap(arr, dev, None, 0, False)
-        if node.get("requires_grad") and t.dtype.kind in "fc":
+        if node["requires_grad"] and t.dtype.kind in "fc":
             t.requires_grad = True
         return t
     if "$array" in node:
-        return archive[node["$array"]]
+        return arrays[node["$array"]]
     if "$dict" in node:
-        return {k: _decode(v, archive, dev, f) for k, v in node["$dict"]}
+        return {k: _decode(v, arrays, dev) for k, v in node["$dict"]}
     if "$tuple" in node:
-        return tuple(_decode(v, archive, dev, f) for v in node["$tuple"])
-    if "$float" in node:
-        return float(node["$float"])
-    raise _bad(f, f"unknown entry {sorted(node)!r} in the metadata")
+        return tuple(_decode(v, arrays, dev) for v in node["$tuple"])
+    return float(node["$float"])
