@@ -4,7 +4,7 @@
 import numpy as np
 
 from ... import ops
-from . import OpSpec
+from . import OpSpec, empty_batch
 
 _T = np.array([0, 4, -100, 2])  # one ignored
 _TS = np.array([[[0, 2, 1], [-100, 1, 0]], [[2, 2, 0], [1, -100, 1]]])  # (N, H, W)
@@ -31,25 +31,51 @@ def _logits_probs(r):
     return [r.normal(size=(4, 5)), r.uniform(0.05, 0.95, size=(4, 5))]
 
 
+def _nll(x, t, w):
+    valid = t != -100
+    tv = np.where(valid, t, 0)
+    wt = w[tv] * valid
+    picked = np.take_along_axis(x, tv[:, None], axis=1)[:, 0]
+    if not valid.any():  # all ignored: 0; an empty batch: nan (a mean of nothing)
+        return 0.0 if t.size else np.nan
+    return -(wt * picked).sum() / wt.sum()
+
+
+def _bce(x, t, w=1.0, pw=1.0, reduction="mean"):
+    log_s, log_1ms = -np.logaddexp(0, -x), -np.logaddexp(0, x)
+    loss = -w * (pw * t * log_s + (1 - t) * log_1ms)
+    return loss.sum() if reduction == "sum" else loss.mean()
+
+
+_BATCH2 = empty_batch(0, 1)  # input and target share the batch
+
+
 SPECS = [
-    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _T), _logits),
-    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _T, weight=_W, label_smoothing=0.2),
+    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _T[:len(x)]), _logits),
+    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _T[:len(x)], weight=_W,
+                                             label_smoothing=0.2),
            _logits, "weight+smoothing"),
-    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _T, reduction="none"), _logits,
+    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _T[:len(x)], reduction="none"), _logits,
            "none"),
-    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _TS, weight=_W[:3]), _spatial,
+    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _TS[:len(x)], weight=_W[:3]), _spatial,
            "spatial weight"),
-    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _TS, normalization="FULL"),
+    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _TS[:len(x)], normalization="FULL"),
            _spatial, "caffe FULL"),
-    OpSpec("nll_loss", lambda x: ops.nll_loss(x, _T, weight=_W), _logits),
-    OpSpec("nll_loss", lambda x: ops.nll_loss(x, _TS, reduction="none"), _spatial,
-           "spatial none"),
-    OpSpec("mse_loss", ops.mse_loss, _pair, twice=True),
-    OpSpec("mse_loss", lambda x, y: ops.mse_loss(x, y, reduction="none"), _pair, "none"),
+    OpSpec("nll_loss", lambda x: ops.nll_loss(x, _T[:len(x)], weight=_W), _logits,
+           reference=lambda x: _nll(x, _T[:len(x)], _W)),
+    OpSpec("nll_loss", lambda x: ops.nll_loss(x, _TS[:len(x)], reduction="none"), _spatial,
+           "spatial none",
+           reference=lambda x: -np.take_along_axis(x, np.maximum(_TS[:len(x)], 0)[:, None],
+                                                   axis=1)[:, 0] * (_TS[:len(x)] != -100)),
+    OpSpec("mse_loss", ops.mse_loss, _pair, twice=True,
+           reference=lambda x, y: ((x - y) ** 2).mean(), zero_size=_BATCH2),
+    OpSpec("mse_loss", lambda x, y: ops.mse_loss(x, y, reduction="none"), _pair, "none",
+           reference=lambda x, y: (x - y) ** 2, zero_size=_BATCH2),
     OpSpec("binary_cross_entropy_with_logits", ops.binary_cross_entropy_with_logits,
-           _logits_probs),
+           _logits_probs, reference=_bce, zero_size=_BATCH2),
     OpSpec("binary_cross_entropy_with_logits",
            lambda x, t: ops.binary_cross_entropy_with_logits(
                x, t, weight=_W, pos_weight=_W[::-1], reduction="sum"),
-           _logits_probs, "weights"),
+           _logits_probs, "weights", zero_size=_BATCH2,
+           reference=lambda x, t: _bce(x, t, _W, _W[::-1], "sum")),
 ]

@@ -3,6 +3,7 @@
 import numpy as np
 
 from ... import ops
+from ...errors import ShapeError
 from . import OpSpec
 
 
@@ -14,16 +15,36 @@ def _distinct(r):
     return [r.permutation(24).reshape(2, 3, 4) * 0.1]
 
 
+def _logsumexp(x, axis=None):
+    m = x.max(axis=axis, keepdims=True, initial=-np.inf)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):  # the log of an empty sum is -inf
+        s = np.log(np.exp(x - m).sum(axis=axis, keepdims=True)) + m
+    return s.squeeze(axis) if axis is not None else s.reshape(())
+
+
+# max/min over an empty axis have no value (PyTorch raises too); var with no
+# degrees of freedom is refused (PyTorch returns nan)
+_EMPTY = ShapeError
+
 SPECS = [
-    OpSpec("sum", ops.sum, _x, "all", twice=True),
-    OpSpec("sum", lambda x: ops.sum(x, axis=(0, 2), keepdims=True), _x, "axes", twice=True),
-    OpSpec("mean", lambda x: ops.mean(x, axis=1), _x, twice=True),
-    OpSpec("var", lambda x: ops.var(x, axis=-1), _x, twice=True),
-    OpSpec("var", lambda x: ops.var(x, ddof=1), _x, "ddof 1", twice=True),
-    OpSpec("max", lambda x: ops.max(x, axis=1), _distinct, twice=True),
-    OpSpec("max", lambda x: ops.max(x), _distinct, "all", twice=True),
-    OpSpec("min", lambda x: ops.min(x, axis=(0, 2), keepdims=True), _distinct, twice=True),
-    OpSpec("logsumexp", lambda x: ops.logsumexp(x, axis=2), _x, twice=True),
+    OpSpec("sum", ops.sum, _x, "all", twice=True, reference=np.sum),
+    OpSpec("sum", lambda x: ops.sum(x, axis=(0, 2), keepdims=True), _x, "axes", twice=True,
+           reference=lambda x: x.sum(axis=(0, 2), keepdims=True)),
+    OpSpec("mean", lambda x: ops.mean(x, axis=1), _x, twice=True,
+           reference=lambda x: x.mean(axis=1)),
+    OpSpec("var", lambda x: ops.var(x, axis=-1), _x, twice=True,
+           reference=lambda x: x.var(axis=-1)),
+    OpSpec("var", lambda x: ops.var(x, ddof=1), _x, "ddof 1", twice=True,
+           reference=lambda x: x.var(ddof=1), zero_size_raises=_EMPTY),
+    OpSpec("max", lambda x: ops.max(x, axis=1), _distinct, twice=True,
+           reference=lambda x: x.max(axis=1)),
+    OpSpec("max", lambda x: ops.max(x), _distinct, "all", twice=True, reference=np.max,
+           zero_size_raises=_EMPTY),
+    OpSpec("min", lambda x: ops.min(x, axis=(0, 2), keepdims=True), _distinct, twice=True,
+           reference=lambda x: x.min(axis=(0, 2), keepdims=True), zero_size_raises=_EMPTY),
+    OpSpec("logsumexp", lambda x: ops.logsumexp(x, axis=2), _x, twice=True,
+           reference=lambda x: _logsumexp(x, axis=2)),
     OpSpec("logsumexp", lambda x: ops.logsumexp(x * 50.0), _x, "large", twice=True,
-           extra={"dtype": np.float64}),
+           extra={"dtype": np.float64}, reference=lambda x: _logsumexp(x * 50.0)),
 ]

@@ -25,13 +25,22 @@ def _margins(r):
     return [np.where(np.abs(np.abs(x) - 1) < 0.1, x * 1.3, x)]
 
 
+def _vl(labels, kind, iw=None):
+    def fn(x):
+        n = len(x)
+        return ops.loss(x, labels[:n], kind=kind,
+                        instance_weights=None if iw is None else iw[:n])
+
+    return fn
+
+
 SPECS = [
-    OpSpec("loss", lambda x: ops.loss(x, _CAT), _spatial, "softmaxlog"),
-    OpSpec("loss", lambda x: ops.loss(x, _CAT, kind="log", instance_weights=_IW), _probs, "log"),
-    OpSpec("loss", lambda x: ops.loss(x, _CAT, kind="mhinge"), _margins, "mhinge"),
-    OpSpec("loss", lambda x: ops.loss(x, _CAT, kind="mshinge"), _margins, "mshinge"),
-    OpSpec("loss", lambda x: ops.loss(x, _CAT, kind="classerror"), _spatial, "classerror"),
-    OpSpec("loss", lambda x: ops.loss(x, _BIN, kind="binarylog"), _probs, "binarylog"),
-    OpSpec("loss", lambda x: ops.loss(x, _BIN, kind="logistic"), _spatial, "logistic"),
-    OpSpec("loss", lambda x: ops.loss(x, _BIN, kind="hinge"), _margins, "hinge"),
+    OpSpec("loss", _vl(_CAT, "softmaxlog"), _spatial, "softmaxlog"),
+    OpSpec("loss", _vl(_CAT, "log", _IW), _probs, "log"),
+    OpSpec("loss", _vl(_CAT, "mhinge"), _margins, "mhinge"),
+    OpSpec("loss", _vl(_CAT, "mshinge"), _margins, "mshinge"),
+    OpSpec("loss", _vl(_CAT, "classerror"), _spatial, "classerror"),
+    OpSpec("loss", _vl(_BIN, "binarylog"), _probs, "binarylog"),
+    OpSpec("loss", _vl(_BIN, "logistic"), _spatial, "logistic"),
+    OpSpec("loss", _vl(_BIN, "hinge"), _margins, "hinge"),
 ]
