@@ -1,0 +1,316 @@
+"""The engine: replaying the tape in reverse.
+
+Backward collects the entries reachable from the roots (an explicit stack, no
+recursion) and replays them in decreasing index order. Recording order is a
+topological order, so every entry runs after all its consumers. The engine --
+and only the engine -- sums gradients at fan-out, reduces broadcast gradients
+to each input's shape, casts to each input's dtype, checks versions of saved
+tensors, and frees each entry's saved arrays right after its vjp has run.
+"""
+
+from __future__ import annotations
+
+import threading
+from operator import attrgetter
+
+from .device.backend import sum_to_shape
+from .errors import GraphError, describe
+from .grad_mode import _local
+from .tape import _check_versions, _freed_message
+
+__all__ = ["backward", "grad", "entries", "run_backward"]
+
+_by_seq = attrgetter("seq")
+Tensor = None  # bound by tensor.py through tape._bind (import cycle)
+_wrap = None
+
+
+def _bind(tensor_cls, wrap):
+    global Tensor, _wrap
+    Tensor, _wrap = tensor_cls, wrap
+
+
+def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=None):
+    """Replay the tape from ``roots`` (tensors) seeded with ``grads``.
+
+    With ``capture`` (``{id(tensor): (tensor, slot)}``) the gradients reaching
+    those tensors are returned by slot instead of accumulated into ``.grad``.
+    """
+    # entry -> the gradient of its output, summed over consumers so far; for an
+    # entry with several outputs, a list with one gradient (or None) per output
+    pending: dict = {}
+    captured: dict[int, list] = {}
+    cap_nodes = {}
+    if capture:
+        for t, slot in capture.values():
+            if t._node is not None:
+                cap_nodes[(t._node, t._out_nr)] = slot
+
+    def to_leaf(t, g):
+        if capture is None:
+            _accumulate_leaf(t, g, create_graph)
+        else:
+            hit = capture.get(id(t))
+            if hit is not None:
+                _accumulate(captured.setdefault(hit[1], [None]), 0, g)
+
+    stack = []
+    for t, g in zip(roots, grads):
+        if t._node is None:
+            to_leaf(t, g)
+        else:
+            if t._node not in pending:
+                stack.append(t._node)
+            _add_pending(pending, t._node, t._out_nr, g)
+
+    order = _reachable(stack)
+
+    prev_mode = _local.enabled
+    _local.enabled = create_graph
+    try:
+        for node in order:
+            buf = pending.pop(node, None)
+            if buf is None:
+                continue  # nothing flowed into it (its consumers' gradients were None)
+            if node.saved is None:  # released by an earlier backward
+                raise GraphError(_freed_message(node))
+            grads = (buf,) if node.n_out == 1 else buf  # one gradient per output
+            if node.retained is not None or cap_nodes or node.out_meta is not None:
+                grads = list(grads)
+                _prepare_outputs(node, grads, cap_nodes, captured, create_graph)
+            if node.saved_src is not None:
+                _check_versions(node)
+            if create_graph:
+                in_grads = _backward_with_graph(node, grads)
+            else:
+                in_grads = node.fn.backward(node, *grads)
+            if type(in_grads) is not tuple:
+                in_grads = (in_grads,)
+            if not retain_graph and node.saved:
+                node.saved = None  # free now; None also marks the entry as released
+            if len(in_grads) != len(node.needs_input_grad):
+                raise GraphError(f"{node.name}.backward returned {len(in_grads)} gradients "
+                                 f"for {len(node.needs_input_grad)} inputs")
+            for i, target, k, shape, dtype in node.edges:
+                g = in_grads[i]
+                if g is None:
+                    continue
+                if g.shape != shape:
+                    g = _reduce(node, g, shape)
+                if g.dtype != dtype:
+                    g = g.astype(dtype)
+                if k < 0:
+                    to_leaf(target, g)
+                elif target.n_out == 1:  # the common case, inlined
+                    old = pending.get(target)
+                    pending[target] = g if old is None else old + g
+                else:
+                    _add_pending(pending, target, k, g)
+    finally:
+        _local.enabled = prev_mode
+    return captured
+
+
+def _reachable(nodes):
+    """The entries reachable from ``nodes``, consumers before producers (an
+    explicit stack, never recursion; recording order is a topological order)."""
+    stack = list(nodes)
+    seen = set(stack)
+    while stack:
+        for e in stack.pop().edges:
+            if e.out_nr >= 0:
+                p = e.target
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+    return sorted(seen, key=_by_seq, reverse=True)
+
+
+def entries(*tensors):
+    """The tape entries behind ``tensors``, in the order backward replays them.
+
+    For inspection: ``[e.name for e in tapegrad.tape.entries(loss)]``, or the
+    arrays each keeps for its vjp (``e.saved``).
+    """
+    return _reachable({t._node for t in tensors if t._node is not None})
+
+
+def _add_pending(pending, node, k, g):
+    if node.n_out == 1:
+        old = pending.get(node)
+        pending[node] = g if old is None else old + g
+        return
+    buf = pending.get(node)
+    if buf is None:
+        buf = pending[node] = [None] * node.n_out
+    _accumulate(buf, k, g)
+
+
+def _accumulate(buf, k, g):
+    old = buf[k]
+    buf[k] = g if old is None else old + g
+
+
+def _reduce(node, g, shape):
+    """Sum a broadcast gradient back to its input's shape (the one place it happens)."""
+    try:
+        return sum_to_shape(g, shape)
+    except (ValueError, IndexError) as exc:
+        raise GraphError(f"{node.name}.backward returned a gradient of shape {tuple(g.shape)} "
+                         f"for an input of shape {tuple(shape)}") from exc
+
+
+def _prepare_outputs(node, buf, cap_nodes, captured, create_graph):
+    """retain_grad(), tapegrad.grad() on non-leaves, and zeros for unused outputs."""
+    if node.retained is not None:
+        for k, ref in node.retained.items():
+            t = ref()
+            if t is not None and buf[k] is not None:
+                _accumulate_leaf(t, buf[k], create_graph)
+    for k in range(node.n_out):
+        slot = cap_nodes.get((node, k)) if cap_nodes else None
+        if slot is not None and buf[k] is not None:
+            _accumulate(captured.setdefault(slot, [None]), 0, buf[k])
+    if node.out_meta is not None:
+        xp = node.device.xp
+        for k, (shape, dtype) in enumerate(node.out_meta):
+            if buf[k] is None:
+                z = xp.zeros(shape, dtype)
+                buf[k] = _wrap(z, node.device, None, 0, False) if create_graph else z
+
+
+def _backward_with_graph(node, buf):
+    """Run a vjp on Tensors so that the backward pass itself is recorded."""
+    if not node.fn.differentiable_twice:
+        raise GraphError(
+            f"{node.name} does not support create_graph=True (double backward) yet; its "
+            "second derivative would be wrong. Differentiate through other ops, or use "
+            "create_graph=False."
+        )
+    from .ops.graph_backend import TensorBackend
+
+    node._graph = True
+    node.xp = TensorBackend
+    try:
+        return node.fn.backward(node, *buf)
+    finally:
+        node._graph = False
+        node.xp = node.device.backend
+
+
+_leaf_lock = threading.Lock()
+
+
+def _accumulate_leaf(t, g, create_graph):
+    """PyTorch semantics: leaves (and retain_grad tensors) sum into ``.grad``.
+
+    One lock serialises the read-modify-write of ``.grad``, so backward passes
+    running in several threads into one shared leaf lose no update (NumPy
+    releases the GIL inside ``+=``, so without it two adds can interleave)."""
+    with _leaf_lock:
+        _accumulate_leaf_locked(t, g, create_graph)
+
+
+def _accumulate_leaf_locked(t, g, create_graph):
+    if create_graph:
+        gt = g if isinstance(g, Tensor) else _wrap(g, t.device, None, 0, False)
+        t.grad = gt if t.grad is None else t.grad + gt
+        return
+    if isinstance(g, Tensor):
+        g = g.data
+    old = t.grad
+    if old is None:
+        # a private copy: rules may hand the same array to several inputs
+        t.grad = _wrap(t.device.xp.array(g, dtype=t.dtype, copy=True), t.device, None, 0, False)
+    elif old.data.shape == g.shape and not old.requires_grad:
+        old.data += g
+    else:
+        t.grad = _wrap(old.data + g, t.device, None, 0, False)
+
+
+def _roots(who, tensors, grads, create_graph):
+    """Normalise (tensors, grads) to lists and make each root's seed gradient:
+    ones for a one-element root, else the given gradient of the root's shape."""
+    if isinstance(tensors, Tensor):
+        tensors, grads = [tensors], [grads]
+    else:
+        tensors = list(tensors)
+        grads = [None] * len(tensors) if grads is None else list(grads)
+    seeds = []
+    for t, g in zip(tensors, grads):
+        _check_root(t, who)
+        s = _seed(t, g, who)
+        if create_graph:
+            s = g if isinstance(g, Tensor) else _wrap(s, t.device, None, 0, False)
+        seeds.append(s)
+    return tensors, seeds
+
+
+def _seed(t, g, who):
+    xp = t.device.xp
+    if g is None:
+        if t.data.size != 1:
+            raise GraphError(
+                f"{who}: the root has shape {tuple(t.shape)}; gradients can be created "
+                "implicitly only for a tensor with one element. Pass a gradient of the "
+                "same shape, e.g. y.backward(tapegrad.ones_like(y)), or reduce y first."
+            )
+        return xp.ones(t.shape, t.dtype)
+    data = g.data if isinstance(g, Tensor) else xp.asarray(g, dtype=t.dtype)
+    if data.shape != t.shape:
+        raise GraphError(
+            f"{who}: gradient has shape {tuple(data.shape)} but the root has shape "
+            f"{tuple(t.shape)}; they must match"
+        )
+    return data
+
+
+def _check_root(t, who):
+    if not isinstance(t, Tensor):
+        raise GraphError(f"{who}: expected a Tensor, got {type(t).__name__}")
+    if not t.requires_grad:
+        raise GraphError(
+            f"{who}: the tensor {describe(t)} does not require grad and has no tape entry. "
+            "Set requires_grad=True on the inputs, and make sure the forward did not run "
+            "under tapegrad.no_grad()."
+        )
+
+
+def backward(tensors, grad_tensors=None, retain_graph=False, create_graph=False):
+    """Accumulate d(tensors)/d(leaves) into every reachable leaf's ``.grad``."""
+    tensors, seeds = _roots("backward", tensors, grad_tensors, create_graph)
+    run_backward(tensors, seeds, retain_graph or create_graph, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """Gradients of ``outputs`` w.r.t. ``inputs``, returned (not put in ``.grad``).
+
+    >>> x = tapegrad.tensor([1.0, 2.0], requires_grad=True)
+    >>> (g,) = tapegrad.grad((x * x).sum(), x)      # g == 2 * x
+    """
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    for t in inputs:
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise GraphError(f"grad: every input must be a Tensor that requires grad, got "
+                             f"{describe(t)}")
+    capture = {id(t): (t, i) for i, t in enumerate(inputs)}
+    outputs, seeds = _roots("grad", outputs, grad_outputs, create_graph)
+    found = run_backward(outputs, seeds, retain_graph, create_graph, capture)
+    result = []
+    for i, t in enumerate(inputs):
+        g = found.get(i, [None])[0]
+        if g is None:
+            if not allow_unused:
+                raise GraphError(
+                    f"grad: input {i} {describe(t)} is not reachable from the outputs; "
+                    "pass allow_unused=True to get None for it"
+                )
+            result.append(None)
+        elif isinstance(g, Tensor):
+            result.append(g)
+        else:
+            result.append(_wrap(g, t.device, None, 0, False))
+    return tuple(result)
