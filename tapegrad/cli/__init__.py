@@ -1,7 +1,8 @@
 """The ``tapegrad`` command line: ``tapegrad train``, ``eval`` and ``check``.
 
-Every tapegrad error (bad argument, missing data, missing CuPy, ...) becomes a
-one-line message on stderr and exit status 2, not a traceback. Subcommands
+Every tapegrad error (bad argument, missing data, missing CuPy, unwritable
+run folder, bad checkpoint, ...) becomes a one-line message on stderr and exit
+status 2, not a traceback; a diverged training run exits with status 1. Subcommands
 live in :data:`COMMANDS` (name -> (add_arguments, run)).
 """
 
@@ -24,42 +25,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _int_at_least(minimum: int):
-    """An argparse type: an integer >= ``minimum``."""
-    what = "a positive integer" if minimum == 1 else "an integer"
-
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if v < minimum:
-            bound = what if minimum == 1 else f">= {minimum}"
-            raise argparse.ArgumentTypeError(f"must be {bound}, got {v}")
-        return v
-    return parse
-
-
-_positive_int = _int_at_least(1)
-_nonneg_int = _int_at_least(0)
-
-
-def _float(minimum: float, strict: bool):
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not (v > minimum if strict else v >= minimum) or v != v:
-            raise argparse.ArgumentTypeError(f"must be {'>' if strict else '>='} {minimum:g}, "
-                                             f"got {text}")
-        return v
-    return parse
-
-
 def _add_train(p: argparse.ArgumentParser) -> None:
     from .models import MODELS
-    from .train import DEFAULT_LR, DEFAULTS
+    from .settings import DEFAULT_LR, DEFAULTS, OPTIMIZERS, SCHEDULES, arg_type
 
     d = DEFAULTS
     p.add_argument("--model", choices=MODELS,
@@ -68,33 +36,33 @@ def _add_train(p: argparse.ArgumentParser) -> None:
                    help=f"dataset (default {d['data']}: scikit-learn's bundled 8x8 digits)")
     p.add_argument("--data-dir", metavar="DIR",
                    help="folder with the MNIST IDX files (needed for --data mnist)")
-    p.add_argument("--epochs", type=_positive_int, metavar="N",
+    p.add_argument("--epochs", type=arg_type("epochs"), metavar="N",
                    help=f"total epochs (default {d['epochs']}; with --resume: train up to N)")
-    p.add_argument("--batch-size", type=_positive_int, metavar="N",
+    p.add_argument("--batch-size", type=arg_type("batch_size"), metavar="N",
                    help=f"mini-batch size (default {d['batch_size']})")
-    p.add_argument("--lr", type=_float(0, True), metavar="LR",
+    p.add_argument("--lr", type=arg_type("lr", float), metavar="LR",
                    help=f"learning rate (default {DEFAULT_LR['adam']:g} for adam, "
                         f"{DEFAULT_LR['sgd']:g} for sgd)")
-    p.add_argument("--optimizer", choices=("sgd", "adam"),
+    p.add_argument("--optimizer", choices=OPTIMIZERS,
                    help=f"default {d['optimizer']}")
-    p.add_argument("--momentum", type=_float(0, False), metavar="M",
+    p.add_argument("--momentum", type=arg_type("momentum", float), metavar="M",
                    help=f"SGD momentum (default {d['momentum']:g})")
-    p.add_argument("--weight-decay", type=_float(0, False), metavar="WD",
+    p.add_argument("--weight-decay", type=arg_type("weight_decay", float), metavar="WD",
                    help=f"L2 weight decay (default {d['weight_decay']:g})")
-    p.add_argument("--schedule", choices=("cosine", "constant"),
+    p.add_argument("--schedule", choices=SCHEDULES,
                    help=f"learning rate per epoch (default {d['schedule']}: cosine decay to 2%%)")
     p.add_argument("--device", metavar="DEV", help="cpu (default), cuda or cuda:N (needs CuPy)")
-    p.add_argument("--threads", type=_nonneg_int, metavar="N",
+    p.add_argument("--threads", type=arg_type("threads"), metavar="N",
                    help=f"BLAS threads (default {d['threads']}: small models run fastest on "
                         "one; 0 = the BLAS default)")
-    p.add_argument("--seed", type=int, help=f"random seed (default {d['seed']})")
+    p.add_argument("--seed", type=arg_type("seed"), help=f"random seed (default {d['seed']})")
     p.add_argument("--out", metavar="DIR",
                    help=f"run folder for model.npz, metrics.csv, curves.png (default {d['out']})")
     p.add_argument("--resume", action="store_true",
                    help="continue from OUT/model.npz (its settings apply unless given again)")
-    p.add_argument("--train-samples", type=_positive_int, metavar="N",
+    p.add_argument("--train-samples", type=arg_type("train_samples"), metavar="N",
                    help="use only the first N training images (quick runs)")
-    p.add_argument("--test-samples", type=_positive_int, metavar="N",
+    p.add_argument("--test-samples", type=arg_type("test_samples"), metavar="N",
                    help="use only the first N test images (quick runs)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
@@ -106,12 +74,15 @@ def _run_train(args) -> int:
 
 
 def _add_eval(p: argparse.ArgumentParser) -> None:
+    from .settings import arg_type
+
     p.add_argument("--checkpoint", required=True, metavar="PATH",
                    help="model.npz written by tapegrad train (or its run folder)")
     p.add_argument("--data-dir", metavar="DIR", help="MNIST folder, if not the one trained on")
     p.add_argument("--device", metavar="DEV", help="cpu, cuda or cuda:N (default: as trained)")
-    p.add_argument("--batch-size", type=_positive_int, metavar="N", help="default 500")
-    p.add_argument("--test-samples", type=_positive_int, metavar="N",
+    p.add_argument("--batch-size", type=arg_type("batch_size"), metavar="N",
+                   help="default 500")
+    p.add_argument("--test-samples", type=arg_type("test_samples"), metavar="N",
                    help="use only the first N test images")
 
 
@@ -169,7 +140,7 @@ def main(argv=None) -> int:
     except TapegradError as exc:
         msg = " ".join(str(exc).split())  # one line, even for multi-line messages
         print(f"{PROG} {args.command}: error: {msg}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_status", 2)  # 1: training diverged
     except KeyboardInterrupt:
         print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
         return 130

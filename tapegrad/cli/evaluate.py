@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import EVAL_BATCH, checkpoint_path, confusion_matrix, load_checkpoint, load_data
+from .checkpoint import checkpoint_path, load_checkpoint
+from .common import EVAL_BATCH, confusion_matrix, load_data, predict
 from .models import build_model
 
 
@@ -30,14 +31,12 @@ def run(args) -> int:
     _, test = load_data(config["data"], data_dir, None, args.test_samples)
     model = build_model(config["model"], config["data"]).to(device)
     model.load_state_dict(ckpt["model"])
-    from .common import predict
-
     loss, preds, labels = predict(model, DataLoader(test, args.batch_size or EVAL_BATCH,
                                                     device=device))
     acc = float((preds == labels).mean())
     cm = confusion_matrix(labels, preds)
     print(f"checkpoint {path}: {config['model']} on {config['data']}, "
-          f"{int(ckpt['epoch'])} epoch(s) trained")
+          f"{ckpt['epoch']} epoch(s) trained")
     print(f"test accuracy {100 * acc:.2f}% ({int((preds == labels).sum())}/{len(labels)}), "
           f"test loss {loss:.4f}")
     print("confusion matrix (rows: true class, columns: predicted class):")

@@ -1,43 +1,54 @@
 """``tapegrad train``: train a model on digits or MNIST, with checkpoints.
 
 Writes into ``--out DIR``: ``model.npz`` (model + optimizer state, epochs
-done, settings; after every epoch), ``metrics.csv`` (one row per epoch) and,
-when matplotlib is installed, ``curves.png``. ``--resume`` continues from
-``DIR/model.npz``; Ctrl-C saves a checkpoint before exiting.
+done, settings, metrics; after every epoch), ``metrics.csv`` (one row per
+epoch) and, when matplotlib is installed, ``curves.png``; each atomically
+(see runfiles.py). ``--resume`` continues from ``DIR/model.npz``.
+
+Ctrl-C keeps the checkpoint of the last *complete* epoch and discards the
+partial one: a checkpoint only ever holds end-of-epoch state, so ``--resume``
+repeats an uninterrupted run exactly (epoch e's shuffle and dropout masks
+depend on (seed, e) alone). A non-finite loss stops the run (exit status 1)
+before anything non-finite is saved.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import math
 import os
 import sys
 import time
 
-from ..errors import ArgumentError
-from .common import (
+import numpy as np
+
+from ..errors import ArgumentError, TapegradError
+from .checkpoint import (
     CHECKPOINT_NAME,
-    EVAL_BATCH,
+    METRIC_FIELDS,
+    check_optimizer_state,
     load_checkpoint,
-    load_data,
-    predict,
     save_checkpoint,
 )
+from .common import EVAL_BATCH, load_data, predict
 from .models import build_model, count_parameters
+from .runfiles import prepare_run_folder, sigint_held, write_atomic
+from .settings import DEFAULT_LR, DEFAULTS
 
-# Defaults, tuned for the bundled digits: >= 97% test accuracy well within a
-# minute on a 2-core CPU (see the --help epilog).
-DEFAULTS = {
-    "model": "lenet", "data": "digits", "data_dir": None, "epochs": 20, "batch_size": 32,
-    "lr": None, "optimizer": "adam", "momentum": 0.9, "weight_decay": 0.0, "device": "cpu",
-    "seed": 0, "out": os.path.join("runs", "latest"), "train_samples": None,
-    "test_samples": None, "schedule": "cosine", "threads": 1,
-}
-DEFAULT_LR = {"adam": 3e-3, "sgd": 0.05}
-# settings a resumed run takes from its checkpoint unless given again
-ARCH_KEYS = ("model", "data")
-METRIC_FIELDS = ("epoch", "train_loss", "test_loss", "test_acc", "images_per_s", "seconds")
+# settings a resumed run must share with its checkpoint (the others may change)
+SAME_ON_RESUME = ("model", "data", "optimizer")
+
+
+class TrainingDiverged(TapegradError, ArithmeticError):
+    """The loss or the weights became NaN/inf; the run stops with exit status 1."""
+
+    exit_status = 1
+
+
+class _NonFinite(Exception):
+    """Raised inside the epoch loop; becomes a TrainingDiverged with the context."""
 
 
 def resolve(args) -> tuple[dict, object]:
@@ -49,10 +60,11 @@ def resolve(args) -> tuple[dict, object]:
     config = dict(DEFAULTS)
     if args.resume:
         ckpt, saved = load_checkpoint(os.path.join(out, CHECKPOINT_NAME))
-        for k in ARCH_KEYS:
-            if k in given and given[k] != saved.get(k):
+        for k in SAME_ON_RESUME:
+            if k in given and given[k] != saved.get(k, DEFAULTS[k]):
                 raise ArgumentError(
-                    f"--resume: the checkpoint in {out} trained --{k} {saved.get(k)}, not "
+                    f"--resume: the checkpoint in {out} trained --{k} "
+                    f"{saved.get(k, DEFAULTS[k])}, not "
                     f"{given[k]}; drop --{k} or use another --out")
         config.update({k: v for k, v in saved.items() if k in DEFAULTS})
     config.update(given)
@@ -119,16 +131,19 @@ def _progress(loader, desc: str, quiet: bool):
 
 
 def train_epoch(model, loader, optimizer, loss_fn, bar=None) -> tuple[float, int]:
-    """One pass over ``loader``: ``(mean training loss, images seen)``."""
+    """One pass over ``loader``: ``(mean training loss, images seen)``. A
+    non-finite loss raises before its backward/step can touch the weights."""
     model.train()
     total, seen = 0.0, 0
-    for x, y in loader:
+    for step, (x, y) in enumerate(loader, 1):
         optimizer.zero_grad()
         loss = loss_fn(model(x), y)
+        value = float(loss.item())
+        if not math.isfinite(value):
+            raise _NonFinite(f"the training loss is {value} at step {step}/{len(loader)}")
         loss.backward()
         optimizer.step()
         n = len(y)
-        value = float(loss.item())
         total += value * n
         seen += n
         if bar is not None:
@@ -137,30 +152,49 @@ def train_epoch(model, loader, optimizer, loss_fn, bar=None) -> tuple[float, int
     return total / max(seen, 1), seen
 
 
+def _all_finite(model) -> bool:
+    """Every float parameter and buffer of ``model`` is finite (one sync per tensor)."""
+    return all(bool(t.device.xp.isfinite(t.data).all()) for t in model.state_dict().values()
+               if t.dtype.kind == "f")
+
+
+def restore_optimizer(optimizer, state: dict, config: dict, path: str) -> None:
+    """Load the checkpoint's optimizer buffers (checked against ``optimizer``);
+    the hyperparameters stay those of ``config``, so ``--resume --momentum M``
+    really trains with momentum M."""
+    check_optimizer_state(state, optimizer, config["optimizer"], path)
+    options = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, opts in zip(optimizer.param_groups, options):
+        group.update(opts)
+
+
 def read_metrics(path: str, upto: int) -> list[dict]:
-    """Rows of an earlier run's metrics.csv for epochs <= ``upto`` (for --resume)."""
+    """Rows of an older checkpoint's metrics.csv for epochs <= ``upto`` (for
+    --resume of checkpoints that predate the history entry), one per epoch."""
     if not os.path.isfile(path):
         return []
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    out = []
+    out = {}
     for r in rows:
         try:
             row = {k: (int(r[k]) if k == "epoch" else float(r[k])) for k in METRIC_FIELDS}
         except (KeyError, TypeError, ValueError):
             continue
-        if row["epoch"] <= upto:
-            out.append(row)
-    return out
+        if 1 <= row["epoch"] <= upto:
+            out[row["epoch"]] = row
+    return [out[e] for e in sorted(out)]
 
 
 def write_metrics(path: str, history: list[dict]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=METRIC_FIELDS)
-        w.writeheader()
-        for row in history:
-            w.writerow({k: (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k])
-                        for k in METRIC_FIELDS})
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=METRIC_FIELDS)
+    w.writeheader()
+    for row in history:
+        w.writerow({k: (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k])
+                    for k in METRIC_FIELDS})
+    write_atomic(path, lambda fh: fh.write(text.getvalue().encode()))
 
 
 def plot_curves(path: str, history: list[dict]) -> bool:
@@ -188,15 +222,37 @@ def plot_curves(path: str, history: list[dict]) -> bool:
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        write_atomic(path, lambda fh: fig.savefig(fh, format="png", dpi=100))
+    finally:
+        plt.close(fig)
     return True
 
 
 def run(args) -> int:
     config, ckpt = resolve(args)
+    prepare_run_folder(config["out"])  # before any work: an unwritable --out fails now
     with limit_threads(config["threads"]):
         return _run(args, config, ckpt)
+
+
+def _resumed_history(ckpt, csv_path: str, start: int) -> list[dict]:
+    if "history" in ckpt:  # validated: exactly epochs 1..start
+        return list(ckpt["history"])
+    history = read_metrics(csv_path, start)
+    if len(history) != start:
+        print(f"warning: {csv_path} has {len(history)} of the {start} completed epochs' rows "
+              "(an older tapegrad lost them); the metrics continue from there",
+              file=sys.stderr)
+    return history
+
+
+def _stopped(done: int, start: int, ckpt_path: str) -> str:
+    """What model.npz holds after a run stopped early."""
+    if done == 0:
+        return "no epoch completed, nothing saved"
+    kept = f"{ckpt_path} holds the end of epoch {done}"
+    return kept + (" (unchanged)" if done == start else "")
 
 
 def _run(args, config, ckpt) -> int:
@@ -213,19 +269,21 @@ def _run(args, config, ckpt) -> int:
     model = build_model(config["model"], config["data"]).to(device)
     optimizer = make_optimizer(config["optimizer"], model.parameters(), config)
     out = config["out"]
-    os.makedirs(out, exist_ok=True)
     ckpt_path = os.path.join(out, CHECKPOINT_NAME)
     csv_path = os.path.join(out, "metrics.csv")
+    png_path = os.path.join(out, "curves.png")
     start = 0
     history: list[dict] = []
     if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        start = int(ckpt["epoch"])
-        history = read_metrics(csv_path, start)
+        start = ckpt["epoch"]
         if config["epochs"] <= start:
             raise ArgumentError(f"--resume: {ckpt_path} has already trained {start} epoch(s); "
                                 f"pass --epochs N with N > {start} to train more")
+        model.load_state_dict(ckpt["model"])
+        restore_optimizer(optimizer, ckpt["optimizer"], config, ckpt_path)
+        history = _resumed_history(ckpt, csv_path, start)
+        with sigint_held():
+            write_metrics(csv_path, history)  # repairs a metrics.csv a kill left behind
     loader = DataLoader(train_ds, config["batch_size"], shuffle=True, seed=config["seed"],
                         device=device)
     test_loader = DataLoader(test_ds, EVAL_BATCH, device=device)
@@ -237,49 +295,67 @@ def _run(args, config, ckpt) -> int:
           f"lr {config['lr']:g} ({config['schedule']}), batch {config['batch_size']}, "
           f"epochs {start + 1}..{epochs}, "
           f"device {device}", flush=True)
-    done = start
+    done = start  # the epoch whose end model.npz holds
+    lr = config["lr"]
     t_run = time.perf_counter()
+    # overflow is caught below as a non-finite loss, with the epoch and step; no
+    # NumPy warnings about it on the way
+    quiet_fp = np.errstate(over="ignore", invalid="ignore", divide="ignore")
     try:
-        for epoch in range(start + 1, epochs + 1):
-            # epoch e's shuffle and dropout masks depend on (seed, e) alone, so a
-            # resumed run repeats an uninterrupted one exactly
-            loader.set_epoch(epoch - 1)
-            tapegrad.manual_seed(config["seed"] * 100_003 + epoch)
-            lr = epoch_lr(config["lr"], epoch, epochs, config["schedule"])
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            bar = _progress(loader, f"epoch {epoch}/{epochs}", quiet)
-            t0 = time.perf_counter()
-            try:
-                train_loss, seen = train_epoch(model, loader, optimizer, loss_fn, bar)
-            finally:
-                if bar is not None:
-                    bar.close()
-            t_train = time.perf_counter() - t0
-            test_loss, preds, labels = predict(model, test_loader)
-            acc = float((preds == labels).mean())
-            row = {"epoch": epoch, "train_loss": train_loss, "test_loss": test_loss,
-                   "test_acc": acc, "images_per_s": seen / max(t_train, 1e-9),
-                   "seconds": time.perf_counter() - t0}
-            history.append(row)
-            done = epoch
-            print(f"epoch {epoch:3d}/{epochs}  train loss {train_loss:.4f}  "
-                  f"test loss {test_loss:.4f}  test acc {100 * acc:6.2f}%  "
-                  f"{row['images_per_s']:7.0f} img/s  ({row['seconds']:.1f} s)", flush=True)
-            save_checkpoint(ckpt_path, model, optimizer, epoch, config)
-            write_metrics(csv_path, history)
+        with quiet_fp:
+            for epoch in range(start + 1, epochs + 1):
+                # epoch e's shuffle and dropout masks depend on (seed, e) alone, so a
+                # resumed run repeats an uninterrupted one exactly
+                loader.set_epoch(epoch - 1)
+                tapegrad.manual_seed(config["seed"] * 100_003 + epoch)
+                lr = epoch_lr(config["lr"], epoch, epochs, config["schedule"])
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                bar = _progress(loader, f"epoch {epoch}/{epochs}", quiet)
+                t0 = time.perf_counter()
+                try:
+                    train_loss, seen = train_epoch(model, loader, optimizer, loss_fn, bar)
+                finally:
+                    if bar is not None:
+                        bar.close()
+                t_train = time.perf_counter() - t0
+                test_loss, preds, labels = predict(model, test_loader)
+                if not (_all_finite(model) and math.isfinite(test_loss)):
+                    raise _NonFinite(f"the weights or the test loss ({test_loss}) became "
+                                     "non-finite by the end of the epoch")
+                acc = float((preds == labels).mean())
+                row = {"epoch": epoch, "train_loss": train_loss, "test_loss": test_loss,
+                       "test_acc": acc, "images_per_s": seen / max(t_train, 1e-9),
+                       "seconds": time.perf_counter() - t0}
+                with sigint_held():  # checkpoint and metrics.csv always agree
+                    save_checkpoint(ckpt_path, model, optimizer, epoch, config, [*history, row])
+                    history.append(row)
+                    done = epoch
+                    write_metrics(csv_path, history)
+                print(f"epoch {epoch:3d}/{epochs}  train loss {train_loss:.4f}  "
+                      f"test loss {test_loss:.4f}  test acc {100 * acc:6.2f}%  "
+                      f"{row['images_per_s']:7.0f} img/s  ({row['seconds']:.1f} s)", flush=True)
     except KeyboardInterrupt:
-        # the weights may be mid-epoch; the epoch count says what is complete
-        save_checkpoint(ckpt_path, model, optimizer, done, config)
-        write_metrics(csv_path, history)
-        plot_curves(os.path.join(out, "curves.png"), history)
+        with sigint_held():
+            plot_curves(png_path, history)
         lead = "\n" if sys.stderr.isatty() else ""  # end the progress bar's line
-        print(f"{lead}interrupted: checkpoint saved to {ckpt_path} after {done} complete "
-              f"epoch(s); continue with: tapegrad train --out {out} --resume", file=sys.stderr)
+        resume = (f"; continue with: tapegrad train --out {out} --resume" if done else "")
+        print(f"{lead}interrupted during epoch {min(done + 1, epochs)}: the partial epoch is "
+              f"discarded; {_stopped(done, start, ckpt_path)}{resume}",
+              file=sys.stderr)
         return 130
-    plotted = plot_curves(os.path.join(out, "curves.png"), history)
+    except _NonFinite as exc:
+        with sigint_held():
+            plot_curves(png_path, history)
+        raise TrainingDiverged(
+            f"training diverged in epoch {done + 1} (lr {lr:g}): {exc}; stopped without saving "
+            f"it: {_stopped(done, start, ckpt_path)}; rerun with a lower --lr "
+            f"(e.g. --lr {lr / 10:g}; the {config['optimizer']} default is "
+            f"{DEFAULT_LR[config['optimizer']]:g})") from None
+    with sigint_held():
+        plotted = plot_curves(png_path, history)
     final = history[-1]["test_acc"] if history else float("nan")
     print(f"done: test accuracy {100 * final:.2f}% after {done} epoch(s) "
           f"({time.perf_counter() - t_run:.1f} s); wrote {ckpt_path}, {csv_path}"
-          + (f", {os.path.join(out, 'curves.png')}" if plotted else ""), flush=True)
+          + (f", {png_path}" if plotted else ""), flush=True)
     return 0

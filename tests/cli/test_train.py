@@ -86,7 +86,8 @@ def test_keyboard_interrupt_saves_checkpoint(tmp_path, capsys, monkeypatch):
     out = str(tmp_path / "run")
     assert main(["train", "--out", out, "--epochs", "5", *QUICK]) == 130
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("interrupted: checkpoint saved")
+    assert len(err) == 1 and err[0].startswith("interrupted during epoch 2")
+    assert "holds the end of epoch 1" in err[0]
     assert int(tapegrad.load(os.path.join(out, "model.npz"))["epoch"]) == 1
     assert len(_metrics(out)) == 1
 
@@ -95,7 +96,14 @@ def test_keyboard_interrupt_saves_checkpoint(tmp_path, capsys, monkeypatch):
     (["train", "--model", "resnet"], "invalid choice: 'resnet'"),
     (["train", "--epochs", "-3"], "--epochs: must be a positive integer"),
     (["train", "--epochs", "two"], "expected a positive integer"),
-    (["train", "--lr", "0"], "--lr: must be > 0"),
+    (["train", "--lr", "0"], "--lr: must be a finite number > 0"),
+    (["train", "--lr", "inf"], "--lr: must be a finite number > 0, got inf"),
+    (["train", "--lr", "nan"], "--lr: must be a finite number > 0, got nan"),
+    (["train", "--momentum", "-1"], "--momentum: must be a finite number >= 0"),
+    (["train", "--seed", "-1"], "--seed: must be an integer >= 0, got -1"),
+    (["train", "--seed", "x"], "--seed: expected an integer >= 0, got 'x'"),
+    (["train", "--out", "/dev/null/x"], "cannot create the run folder '/dev/null/x'"),
+    (["train", "--out", "/dev/null"], "is a file, not a folder"),
     (["train", "--data", "mnist"], "--data mnist needs --data-dir"),
     (["train", "--data", "mnist", "--data-dir", "/no/such/dir"], "is not a folder"),
     (["train", "--resume", "--out", "/no/such/run"], "no checkpoint at"),

@@ -1,0 +1,155 @@
+"""The checkpoint ``tapegrad train`` writes, and its schema.
+
+``model.npz`` holds ``{"model": state dict, "optimizer": state dict,
+"epoch": epochs completed, "args": settings, "history": one metrics row per
+completed epoch}`` -- always the state at the *end* of epoch ``epoch``
+(never mid-epoch state). Everything read back is checked against the schema
+before use: a bad entry is a :class:`CheckpointError` naming the file and
+the field.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import zipfile
+
+import numpy as np
+
+from ..errors import TapegradError
+from .runfiles import _cannot
+from .settings import check_settings
+
+CHECKPOINT_NAME = "model.npz"
+METRIC_FIELDS = ("epoch", "train_loss", "test_loss", "test_acc", "images_per_s", "seconds")
+OPTIMIZER_STATE = {"sgd": {"momentum_buffer"},
+                   "adam": {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}}
+
+
+class CheckpointError(TapegradError, ValueError):
+    """A checkpoint is missing, not one ``tapegrad train`` wrote, or damaged."""
+
+
+def checkpoint_path(path) -> str:
+    """A checkpoint file, or a run folder holding ``model.npz``."""
+    path = os.fspath(path)
+    return os.path.join(path, CHECKPOINT_NAME) if os.path.isdir(path) else path
+
+
+def save_checkpoint(path, model, optimizer, epoch: int, config: dict, history) -> None:
+    """Model and optimizer state at the end of epoch ``epoch``, the run's
+    settings and metrics (``tapegrad.save``: atomic and durable)."""
+    from ..serialization import save
+
+    try:
+        save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+              "epoch": int(epoch), "args": dict(config), "history": list(history)}, path)
+    except OSError as exc:
+        raise _cannot("write", path, exc) from exc
+
+
+def _array(v):
+    return v.data if hasattr(v, "requires_grad") else v  # a Tensor's array
+
+
+def _check_model(state, where):
+    if not isinstance(state, dict) or not state:
+        raise ValueError(f"{where}: expected a non-empty state dict")
+    for k, v in state.items():
+        a = _array(v)
+        if not isinstance(k, str) or not hasattr(a, "dtype"):
+            raise ValueError(f"{where}[{k!r}]: expected an array, got {type(v).__name__}")
+        if a.dtype.kind == "f" and not bool(np.isfinite(a).all()):
+            raise ValueError(f"{where}[{k!r}]: holds non-finite values (NaN or inf); "
+                             "the run diverged before this was saved")
+
+
+def _check_history(history, epoch, where):
+    if not isinstance(history, list) or len(history) != epoch:
+        raise ValueError(f"{where}: expected a list of {epoch} per-epoch rows")
+    for i, row in enumerate(history):
+        if not isinstance(row, dict) or row.get("epoch") != i + 1:
+            raise ValueError(f"{where}[{i}]: expected the row of epoch {i + 1}")
+        for k in METRIC_FIELDS[1:]:
+            v = row.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{where}[{i}].{k}: expected a finite number, got {v!r}")
+
+
+def validate(ckpt, path: str) -> dict:
+    """The settings of checkpoint ``ckpt`` read from ``path``, after checking
+    every entry the CLI uses; CheckpointError naming the field otherwise."""
+    if not isinstance(ckpt, dict):
+        raise CheckpointError(f"{path!r} is not a tapegrad train checkpoint (it holds a "
+                              f"{type(ckpt).__name__}, not a dict)")
+    for key in ("model", "optimizer", "epoch", "args"):
+        if key not in ckpt:
+            raise CheckpointError(f"{path!r} is not a tapegrad train checkpoint (no {key!r} "
+                                  "entry)")
+    try:
+        epoch = ckpt["epoch"]
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"epoch: expected an integer >= 0, got {epoch!r}")
+        config = check_settings(ckpt["args"], "args")
+        _check_model(ckpt["model"], "model")
+        opt = ckpt["optimizer"]
+        if not isinstance(opt, dict) or not isinstance(opt.get("state"), dict) \
+                or not isinstance(opt.get("param_groups"), list):
+            raise ValueError("optimizer: expected a dict with 'state' and 'param_groups'")
+        if "history" in ckpt:
+            _check_history(ckpt["history"], epoch, "history")
+    except ValueError as exc:
+        raise CheckpointError(f"{path!r}: bad checkpoint entry {exc}; it was not written by "
+                              "this tapegrad train, or was edited") from None
+    return config
+
+
+def load_checkpoint(path):
+    """``(checkpoint dict, settings dict)`` after :func:`validate`; CheckpointError if unusable."""
+    from ..serialization import load
+
+    path = checkpoint_path(path)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"no checkpoint at {path!r}: train first (tapegrad train --out "
+                              "DIR writes DIR/model.npz) or pass the right path")
+    if not zipfile.is_zipfile(path):
+        raise CheckpointError(f"{path!r} is not a tapegrad train checkpoint: not an .npz "
+                              "archive (pass the model.npz that tapegrad train wrote)")
+    ckpt = load(path)  # SerializationError (a TapegradError) for damaged/foreign files
+    return ckpt, validate(ckpt, path)
+
+
+def check_optimizer_state(state: dict, optimizer, name: str, path: str) -> None:
+    """The saved optimizer state fits ``optimizer`` (a fresh ``name`` optimizer):
+    same parameter count, known buffers of each parameter's shape, integer steps."""
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    groups = state["param_groups"]
+    try:
+        n = sum(len(g["params"]) for g in groups)
+    except (TypeError, KeyError):
+        n = None
+    if len(groups) != len(optimizer.param_groups) or n != len(params):
+        raise CheckpointError(f"{path!r}: bad checkpoint entry optimizer.param_groups: it has "
+                              f"{n} parameters, the {name} optimizer of this model "
+                              f"{len(params)}")
+    for idx, buffers in state["state"].items():
+        where = f"optimizer.state[{idx!r}]"
+        if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(params) \
+                or not isinstance(buffers, dict):
+            raise CheckpointError(f"{path!r}: bad checkpoint entry {where}: expected a "
+                                  f"parameter index 0..{len(params) - 1} with a dict")
+        for k, v in buffers.items():
+            a = _array(v)
+            if k == "step" and isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                continue
+            if k == "step" and hasattr(a, "ndim") and a.ndim == 0 and a.dtype.kind in "iu":
+                continue
+            ok = (k in OPTIMIZER_STATE[name] and k != "step" and hasattr(a, "shape")
+                  and tuple(a.shape) == tuple(params[idx].shape) and a.dtype.kind == "f"
+                  and bool(np.isfinite(a).all()))
+            if not ok:
+                raise CheckpointError(
+                    f"{path!r}: bad checkpoint entry {where}[{k!r}]: expected "
+                    f"{'an integer step' if k == 'step' else 'a finite array of shape '}"
+                    f"{'' if k == 'step' else tuple(params[idx].shape)} for the {name} "
+                    f"optimizer, got {type(v).__name__} {getattr(a, 'shape', '')}")
