@@ -56,6 +56,7 @@ _MAX_HEADER = 10_000  # bytes in an .npy header (numpy's own limit)
 _CHUNK = 1 << 20  # bytes read at a time into the preallocated array
 _FLOAT_WORDS = ("nan", "inf", "-inf")  # what repr() writes for non-finite floats
 _SCALARS = (str, int, float, bool, type(None))
+_UNSAFE = str.maketrans({"/": "_", "\\": "_", "\x00": "_"})  # in entry names
 
 
 def _host(a):
@@ -68,7 +69,8 @@ class _Encoder:
 
     def _name(self, path):
         base = ".".join(str(p) for p in path) or "value"
-        base = base.replace("/", "_")
+        # zip readers cut names at NUL and turn "\\" into "/" on Windows; names are UTF-8
+        base = base.translate(_UNSAFE).encode("utf-8", "replace").decode("utf-8")
         if base.startswith("__"):
             base = "_" + base
         name, i = base, 1

@@ -72,6 +72,19 @@ def test_nested_metadata_round_trip(tmp_path):
     assert back["weird/key.__name"].shape == (1,)
 
 
+def test_keys_that_zip_names_cannot_hold(tmp_path):
+    # a NUL used to truncate the entry name (saved fine, then unreadable); a lone
+    # surrogate made save fail with UnicodeEncodeError
+    obj = {"\x00": np.ones(1), "\x00b": tg.zeros(2), "a\\b": np.arange(2), "\ud800x": np.ones(3)}
+    path = tmp_path / "keys.npz"
+    tg.save(obj, path)
+    back = tg.load(path)
+    assert list(back) == list(obj)
+    for k, v in obj.items():
+        assert type(back[k]) is type(v), repr(k)
+        np.testing.assert_array_equal(np.asarray(back[k]), np.asarray(v), err_msg=repr(k))
+
+
 def test_file_objects_and_atomic_write(tmp_path):
     buf = io.BytesIO()
     tg.save({"w": tg.ones(3)}, buf)
