@@ -347,10 +347,12 @@ def _run(args, config, ckpt) -> int:
     except _NonFinite as exc:
         with sigint_held():
             plot_curves(png_path, history)
+        base = config["lr"]
+        at = f", {lr:g} in this epoch" if lr != base else ""
         raise TrainingDiverged(
-            f"training diverged in epoch {done + 1} (lr {lr:g}): {exc}; stopped without saving "
-            f"it: {_stopped(done, start, ckpt_path)}; rerun with a lower --lr "
-            f"(e.g. --lr {lr / 10:g}; the {config['optimizer']} default is "
+            f"training diverged in epoch {done + 1} (--lr {base:g}{at}): {exc}; stopped "
+            f"without saving it: {_stopped(done, start, ckpt_path)}; rerun with a lower --lr "
+            f"(e.g. --lr {base / 10:g}; the {config['optimizer']} default is "
             f"{DEFAULT_LR[config['optimizer']]:g})") from None
     with sigint_held():
         plotted = plot_curves(png_path, history)

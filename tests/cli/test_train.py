@@ -210,3 +210,221 @@ def test_progress_bar_only_on_a_terminal(tmp_path, monkeypatch, capsys):
     assert main([*argv, "--quiet", "--out", str(tmp_path / "b")]) == 0
     assert "".join(fake.parts) == ""
     assert "epoch   1/1" in capsys.readouterr().out  # the per-epoch line is on stdout
+
+
+# --- interrupts, divergence and resumed history (the "Hardening" issue) ------------------
+
+SIGNAL_RUN = ["-q", "--epochs", "4", "--schedule", "constant", "--seed", "3",
+              "--train-samples", "1000", "--test-samples", "100"]
+
+
+def _spawn_train(out, *argv):
+    import tapegrad as tg
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(tg.__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen([sys.executable, "-u", "-m", "tapegrad", "train", "--out", out,
+                             *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+
+def _interrupt_after_epoch_1(out, n_signals=1, pause=0.05):
+    """Run `tapegrad train` in a subprocess, send SIGINT(s) once its `epoch 1/`
+    line is out; ``(exit status, stderr)``. A hang is killed after 60 s."""
+    import signal
+    import threading
+    import time
+
+    proc = _spawn_train(out, *SIGNAL_RUN)
+    timer = threading.Timer(60, proc.kill)
+    timer.start()
+    try:
+        for line in proc.stdout:
+            if line.startswith("epoch   1/"):
+                time.sleep(pause)  # let epoch 2 start: the signal lands mid-epoch
+                for _ in range(n_signals):
+                    proc.send_signal(signal.SIGINT)
+                    time.sleep(0.002)
+                break
+        proc.stdout.read()
+        err = proc.stderr.read()
+        return proc.wait(), err
+    finally:
+        timer.cancel()
+        proc.kill()
+
+
+def _ckpt_steps(ckpt):
+    steps = {int(s["step"]) for s in ckpt["optimizer"]["state"].values()}
+    assert len(steps) == 1
+    return steps.pop(), int(ckpt["model"]["1.num_batches_tracked"].item())
+
+
+def test_sigint_keeps_end_of_epoch_checkpoint_and_resume_repeats_the_run(tmp_path):
+    out = str(tmp_path / "run")
+    rc, err = _interrupt_after_epoch_1(out)
+    assert rc == 130, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "holds the end of epoch 1" in err and "--resume" in err
+    ckpt = tapegrad.load(os.path.join(out, "model.npz"))
+    steps_per_epoch = -(-1000 // 32)
+    # the state of the end of epoch 1, not of the step the signal hit
+    assert ckpt["epoch"] == 1
+    assert _ckpt_steps(ckpt) == (steps_per_epoch, steps_per_epoch)
+    assert [int(r["epoch"]) for r in _metrics(out)] == [1]
+
+    assert main(["train", "--out", out, "--epochs", "4", "--resume", "-q"]) == 0
+    straight = str(tmp_path / "straight")
+    assert main(["train", "--out", straight, *SIGNAL_RUN]) == 0
+    a, b = _metrics(out), _metrics(straight)
+    assert [int(r["epoch"]) for r in a] == [1, 2, 3, 4]
+    for ra, rb in zip(a, b):
+        for k in ("train_loss", "test_loss", "test_acc"):
+            assert ra[k] == rb[k]
+    wa = tapegrad.load(os.path.join(out, "model.npz"))
+    wb = tapegrad.load(os.path.join(straight, "model.npz"))
+    assert _ckpt_steps(wa) == _ckpt_steps(wb) == (4 * steps_per_epoch,) * 2
+    for k, v in wb["model"].items():  # bit for bit
+        assert np.array_equal(wa["model"][k].numpy(), v.numpy()), k
+
+
+def test_double_sigint_no_traceback_and_a_consistent_checkpoint(tmp_path):
+    out = str(tmp_path / "run")
+    rc, err = _interrupt_after_epoch_1(out, n_signals=2, pause=0.0)
+    assert rc == 130, err
+    assert "Traceback" not in err and "Error" not in err
+    ckpt = tapegrad.load(os.path.join(out, "model.npz"))
+    epoch = ckpt["epoch"]
+    assert epoch >= 1 and len(ckpt["history"]) == epoch
+    assert _ckpt_steps(ckpt) == (epoch * -(-1000 // 32),) * 2
+    assert [int(r["epoch"]) for r in _metrics(out)] == list(range(1, epoch + 1))
+    assert not [n for n in os.listdir(out) if ".tmp" in n]
+
+
+def test_sigint_during_the_checkpoint_save_is_held_until_it_is_written(tmp_path, capsys,
+                                                                       monkeypatch):
+    import signal
+
+    import tapegrad.serialization as ser
+
+    real_save = ser.save
+
+    def save_hit_twice(obj, f):  # two Ctrl-C while the checkpoint is being written
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_save(obj, f)
+
+    monkeypatch.setattr(ser, "save", save_hit_twice)
+    out = str(tmp_path / "run")
+    assert main(["train", "--out", out, "--epochs", "3", *QUICK]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "holds the end of epoch 1" in err
+    ckpt = tapegrad.load(os.path.join(out, "model.npz"))
+    assert ckpt["epoch"] == 1 and [int(r["epoch"]) for r in _metrics(out)] == [1]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_sigint_in_the_first_epoch_saves_nothing(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_mod, "train_epoch", interrupted)
+    out = str(tmp_path / "run")
+    assert main(["train", "--out", out, "--epochs", "3", *QUICK]) == 130
+    assert "no epoch completed, nothing saved" in capsys.readouterr().err
+    assert not os.path.exists(os.path.join(out, "model.npz"))
+
+
+def test_non_finite_loss_stops_keeps_the_last_good_checkpoint_exit_1(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    assert main(["train", "--out", out, "--epochs", "1", *QUICK]) == 0
+    path = os.path.join(out, "model.npz")
+    with open(path, "rb") as f:
+        good = f.read()
+    capsys.readouterr()
+    assert main(["train", "--out", out, "--epochs", "3", "--resume", "--lr", "1e30",
+                 "-q"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "diverged in epoch 2 (--lr 1e+30" in err and "at step" in err
+    assert "--lr 1e+29" in err
+    assert "holds the end of epoch 1 (unchanged)" in err and "lower --lr" in err
+    with open(path, "rb") as f:
+        assert f.read() == good
+    assert [int(r["epoch"]) for r in _metrics(out)] == [1]
+
+    fresh = str(tmp_path / "fresh")
+    assert main(["train", "--out", fresh, "--epochs", "2", "--lr", "1e30", *QUICK]) == 1
+    assert "nothing saved" in capsys.readouterr().err
+    assert not os.path.exists(os.path.join(fresh, "model.npz"))
+
+
+def test_weights_non_finite_after_the_last_step_are_not_saved(tmp_path, capsys,
+                                                             monkeypatch):
+    real = train_mod.train_epoch
+
+    def poisoned(model, *args, **kwargs):
+        result = real(model, *args, **kwargs)
+        next(iter(model.parameters())).data[...] = np.nan  # the last step overflowed
+        return result
+
+    monkeypatch.setattr(train_mod, "train_epoch", poisoned)
+    out = str(tmp_path / "run")
+    assert main(["train", "--out", out, "--epochs", "2", *QUICK]) == 1
+    assert "became non-finite by the end of the epoch" in capsys.readouterr().err
+    assert not os.path.exists(os.path.join(out, "model.npz"))
+
+
+def _two_epochs(tmp_path):
+    out = str(tmp_path / "run")
+    assert main(["train", "--out", out, "--epochs", "2", "--schedule", "constant",
+                 *QUICK]) == 0
+    return out
+
+
+@pytest.mark.parametrize("damage", ["lagging", "empty"])
+def test_resumed_history_is_continuous(tmp_path, damage):
+    out = _two_epochs(tmp_path)
+    before = _metrics(out)
+    csv_path = os.path.join(out, "metrics.csv")
+    with open(csv_path) as f:
+        lines = f.readlines()
+    # a kill between the checkpoint's rename and metrics.csv's (lagging), or the
+    # truncated file an in-place rewrite left (empty), plus the killed writers' temps
+    with open(csv_path, "w") as f:
+        f.writelines(lines[:2] if damage == "lagging" else [])
+    stale = ["metrics.csv.tmp999999999", "model.npz.tmp999999999"]
+    for name in stale:
+        with open(os.path.join(out, name), "w") as f:
+            f.write("partial")
+    assert main(["train", "--out", out, "--epochs", "4", "--resume", "-q"]) == 0
+    after = _metrics(out)
+    assert [int(r["epoch"]) for r in after] == [1, 2, 3, 4]
+    assert after[:2] == before
+    assert not set(stale) & set(os.listdir(out))
+
+
+def test_resume_of_a_checkpoint_without_history_reads_metrics_csv(tmp_path):
+    out = _two_epochs(tmp_path)
+    path = os.path.join(out, "model.npz")
+    ckpt = tapegrad.load(path)
+    del ckpt["history"]  # as written before the history entry existed
+    tapegrad.save(ckpt, path)
+    before = _metrics(out)
+    assert main(["train", "--out", out, "--epochs", "3", "--resume", "-q"]) == 0
+    assert _metrics(out)[:2] == before and len(_metrics(out)) == 3
+
+
+def test_resume_applies_hyperparameters_given_again(tmp_path):
+    out = _two_epochs(tmp_path)
+    assert main(["train", "--out", out, "--epochs", "3", "--resume", "-q",
+                 "--weight-decay", "0.25"]) == 0
+    groups = tapegrad.load(os.path.join(out, "model.npz"))["optimizer"]["param_groups"]
+    assert [g["weight_decay"] for g in groups] == [0.25]
+
+
+def test_resume_with_another_optimizer_refused(tmp_path, capsys):
+    out = _two_epochs(tmp_path)
+    assert main(["train", "--out", out, "--epochs", "3", "--resume", "--optimizer",
+                 "sgd"]) == 2
+    assert "trained --optimizer adam, not sgd" in capsys.readouterr().err
