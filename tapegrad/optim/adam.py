@@ -23,6 +23,9 @@ class Adam(Optimizer):
     """
 
     _decoupled = False
+    _state_buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+    _state_counters = ("step",)
+    _lazy_state = ("max_exp_avg_sq",)
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False):

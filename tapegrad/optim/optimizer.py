@@ -10,9 +10,14 @@ backward with stale values).
 from __future__ import annotations
 
 import fnmatch
+import inspect
+import math
+import numbers
 from copy import deepcopy
 
-from ..errors import ArgumentError
+import numpy as np
+
+from ..errors import ArgumentError, StateDictError, describe
 from ..nn.parameter import move_array
 from ..tape import enable_grad, no_grad
 from ..tensor import Tensor
@@ -84,6 +89,9 @@ class Optimizer:
                 raise ArgumentError(f"{type(self).__name__}: parameter group didn't specify "
                                     f"a value of required option {k!r}")
             group.setdefault(k, v)
+        problems = self._option_problems(group)
+        if problems:
+            raise ArgumentError(f"{type(self).__name__}: " + "; ".join(problems))
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if len({id(p) for p in params}) != len(params) or any(id(p) in seen for p in params):
             raise ArgumentError("some parameters appear in more than one parameter group "
@@ -142,45 +150,156 @@ class Optimizer:
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore options and state (copied, cast to each parameter's dtype and
-        moved to its device). The groups must have the same sizes."""
-        groups = state_dict["param_groups"]
-        if len(groups) != len(self.param_groups):
-            raise ArgumentError(f"load_state_dict: the state has {len(groups)} parameter "
-                                f"groups, the optimizer {len(self.param_groups)}")
+        moved to its device). Everything is checked first -- the groups and
+        their sizes, each option's type and value, each parameter's state
+        entries, buffer shapes and dtypes, step counts -- and on any problem a
+        :class:`StateDictError` lists them all and nothing changes."""
+        groups, saved = self._check_layout(state_dict)
+        problems, options, by_index = [], [], {}
         for i, (mine, theirs) in enumerate(zip(self.param_groups, groups)):
-            if len(mine["params"]) != len(theirs["params"]):
-                raise ArgumentError(f"load_state_dict: group {i} has {len(theirs['params'])} "
-                                    f"parameters in the state, {len(mine['params'])} here")
-        by_index = {}
-        for mine, theirs in zip(self.param_groups, groups):
-            for idx, p in zip(theirs["params"], mine["params"]):
-                by_index[idx] = p
-        saved = {int(k): v for k, v in state_dict["state"].items()}
-        new_state = {}
-        for idx, s in saved.items():
-            p = by_index.get(idx)
-            if p is None:
+            problems += self._check_saved_group(i, mine, theirs, options, by_index)
+        states = {}
+        for key, s in saved.items():
+            idx = int(key) if isinstance(key, str) and key.isdecimal() else key
+            if idx not in by_index or isinstance(idx, bool) or idx in states:
+                problems.append(f"state for parameter index {key!r}, which no group lists "
+                                "(or listed twice)")
                 continue
+            problems += self._check_param_state(s, *by_index[idx])
+            states[idx] = s
+        if problems:
+            raise self._load_error(problems)
+        new_state = {}
+        for idx, s in states.items():
+            p = by_index[idx][0]
             new_state[p] = {k: self._cast_state(k, v, p) for k, v in s.items()}
-        for mine, theirs in zip(self.param_groups, groups):
-            for k, v in theirs.items():
-                if k != "params":
-                    mine[k] = tuple(v) if isinstance(v, list) else deepcopy(v)
+        for mine, opts in zip(self.param_groups, options):
+            mine.update(opts)
         self.state = new_state
 
-    @staticmethod
-    def _cast_state(key, value, p):
+    # Per-parameter state a subclass keeps, declared so that load_state_dict can
+    # check it: arrays shaped like the parameter, step counters (ints >= 0), and
+    # the entries a non-empty state may lack (created when first needed).
+    _state_buffers: tuple[str, ...] = ()
+    _state_counters: tuple[str, ...] = ()
+    _lazy_state: tuple[str, ...] = ()
+
+    def _load_error(self, problems):
+        return StateDictError(f"{type(self).__name__}.load_state_dict failed (nothing was "
+                              "loaded):\n  " + "\n  ".join(problems))
+
+    def _check_layout(self, sd):
+        if not isinstance(sd, dict) or set(sd) != {"state", "param_groups"}:
+            keys = sorted(map(str, sd)) if isinstance(sd, dict) else type(sd).__name__
+            raise self._load_error([f"expected a dict with 'state' and 'param_groups' (from "
+                                    f"optimizer.state_dict()), got {keys}"])
+        groups, saved = sd["param_groups"], sd["state"]
+        if not isinstance(groups, (list, tuple)) or not all(isinstance(g, dict) for g in groups):
+            raise self._load_error(["'param_groups' must be a list of dicts"])
+        if not isinstance(saved, dict):
+            raise self._load_error([f"'state' must be a dict, got {type(saved).__name__}"])
+        if len(groups) != len(self.param_groups):
+            raise self._load_error([f"the state has {len(groups)} parameter groups, the "
+                                    f"optimizer {len(self.param_groups)}"])
+        return groups, saved
+
+    def _check_saved_group(self, i, mine, theirs, options, by_index):
+        """Problems of saved group ``i``; its options go to ``options`` and its
+        parameter indices to ``by_index`` (index -> (param, description))."""
+        ids = theirs.get("params")
+        if not isinstance(ids, (list, tuple)) or len(ids) != len(mine["params"]):
+            n = len(ids) if isinstance(ids, (list, tuple)) else repr(ids)
+            return [f"group {i} has {n} parameters in the state, {len(mine['params'])} here"]
+        problems = []
+        for j, (idx, p) in enumerate(zip(ids, mine["params"])):
+            if not isinstance(idx, int) or isinstance(idx, bool) or idx in by_index:
+                problems.append(f"group {i} lists parameter index {idx!r} (not an int, or "
+                                "repeated)")
+            else:
+                by_index[idx] = (p, f"group {i} parameter {j} (shape {tuple(p.shape)})")
+        opts = {k: tuple(v) if isinstance(v, list) else deepcopy(v)
+                for k, v in theirs.items() if k != "params"}
+        found = self._option_problems(opts)
+        if not found:
+            try:
+                self._check_group({**mine, **opts})
+            except ArgumentError as exc:
+                found = [str(exc)]
+        options.append(opts)
+        return problems + [f"group {i}: {msg}" for msg in found]
+
+    def _check_param_state(self, s, p, where):
+        if not isinstance(s, dict):
+            return [f"{where}: state is a {type(s).__name__}, not a dict"]
+        known = self._state_buffers + self._state_counters
+        problems = [f"{where}: unexpected state entry {k!r} ({type(self).__name__} keeps "
+                    f"{', '.join(known) or 'none'})" for k in s if k not in known]
+        if s:
+            problems += [f"{where}: missing state entry {k!r}" for k in known
+                         if k not in s and k not in self._lazy_state]
+        for k in self._state_counters:
+            v = s.get(k, 0)
+            v = v.data if isinstance(v, Tensor) else v
+            if getattr(v, "shape", None) == () and getattr(v, "dtype", None) is not None \
+                    and v.dtype.kind in "iu":
+                v = int(v)
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+                problems.append(f"{where}: {k!r} must be an int >= 0, got {s[k]!r}")
+        for k in self._state_buffers:
+            if k not in s:
+                continue
+            v = s[k].data if isinstance(s[k], Tensor) else s[k]
+            shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
+            if shape is None or not isinstance(dtype, np.dtype) or dtype.kind != "f":
+                problems.append(f"{where}: {k!r} must be a float array, got "
+                                f"{describe(v)}")
+            elif tuple(shape) != tuple(p.shape):
+                problems.append(f"{where}: {k!r} has shape {tuple(shape)}, the parameter "
+                                f"has {tuple(p.shape)}")
+        return problems
+
+    def _option_problems(self, group) -> list[str]:
+        """Options missing from ``group`` or of the wrong type, judged by the
+        constructor's defaults: bools, numbers (finite), tuples of numbers."""
+        problems = []
+        declared = {k: prm.default for k, prm in
+                    inspect.signature(type(self).__init__).parameters.items()}
+        for k in self.defaults:
+            if k not in group:
+                problems.append(f"missing option {k!r}")
+                continue
+            v, default = group[k], declared.get(k)
+            if isinstance(default, bool):
+                ok, want = isinstance(v, (bool, np.bool_)), "a bool"
+            elif isinstance(default, tuple):
+                ok = (isinstance(v, (tuple, list)) and len(v) == len(default)
+                      and all(_finite_number(x) for x in v))
+                want = f"{len(default)} finite numbers"
+            elif isinstance(default, numbers.Real) or default is required:
+                ok, want = _finite_number(v), "a finite number"
+            else:
+                continue
+            if not ok:
+                problems.append(f"option {k!r} must be {want}, got {v!r}")
+        return problems
+
+    def _cast_state(self, key, value, p):
         if isinstance(value, Tensor):
             value = value.data
+        if key in self._state_counters:
+            return int(value)
         if hasattr(value, "shape") and hasattr(value, "dtype"):
-            if value.ndim == 0 and key == "step":
-                return int(value.item())
             dt = p.dtype if value.dtype.kind == "f" else None
             arr = move_array(value, p.device, dt)
             return arr.copy() if arr is value else arr
         if hasattr(value, "item"):
             return value.item()
         return deepcopy(value)
+
+
+def _finite_number(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
 
 def mult_param_groups(module, lr: float, weight_decay: float = 0.0, lr_mult=None,
                       decay_mult=None) -> list[dict]:

@@ -24,6 +24,10 @@ class RMSprop(Optimizer):
     >>> opt = optim.RMSprop(model.parameters(), lr=1e-2, alpha=0.99)
     """
 
+    _state_buffers = ("square_avg", "momentum_buffer", "grad_avg")
+    _state_counters = ("step",)
+    _lazy_state = ("momentum_buffer", "grad_avg")
+
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,

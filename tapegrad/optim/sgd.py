@@ -26,6 +26,9 @@ class SGD(Optimizer):
     >>> opt = optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     """
 
+    _state_buffers = ("momentum_buffer",)
+    _lazy_state = ("momentum_buffer",)
+
     def __init__(self, params, lr=required, momentum: float = 0.0, dampening: float = 0.0,
                  nesterov: bool = False, weight_decay: float = 0.0):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,

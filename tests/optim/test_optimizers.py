@@ -7,7 +7,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad import nn, optim
-from tapegrad.errors import GraphError
+from tapegrad.errors import GraphError, StateDictError
 
 try:
     import torch
@@ -270,7 +270,7 @@ def test_load_state_dict_copies_and_checks_groups():
     st = opt2.state[b]
     assert st["step"] == 1 and st["exp_avg"] is not sd["state"][0]["exp_avg"]
     assert st["exp_avg"].dtype == np.float32
-    with pytest.raises(ValueError, match="groups"):
+    with pytest.raises(StateDictError, match="groups"):
         optim.Adam([{"params": [b]}, {"params": [_param([0.0])]}]).load_state_dict(sd)
-    with pytest.raises(ValueError, match="parameters"):
+    with pytest.raises(StateDictError, match="parameters"):
         optim.Adam([b, _param([0.0])]).load_state_dict(sd)
