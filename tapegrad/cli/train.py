@@ -255,10 +255,38 @@ def _stopped(done: int, start: int, ckpt_path: str) -> str:
     return kept + (" (unchanged)" if done == start else "")
 
 
-def _run(args, config, ckpt) -> int:
+def _one_epoch(epoch, lr, config, model, optimizer, loader, test_loader, bar) -> dict:
+    """Train epoch ``epoch`` and test; its metrics row. _NonFinite if the loss,
+    the weights or the test loss stop being finite."""
     import tapegrad
 
     from .. import nn
+
+    # epoch e's shuffle and dropout masks depend on (seed, e) alone, so a
+    # resumed run repeats an uninterrupted one exactly
+    loader.set_epoch(epoch - 1)
+    tapegrad.manual_seed(config["seed"] * 100_003 + epoch)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    t0 = time.perf_counter()
+    try:
+        train_loss, seen = train_epoch(model, loader, optimizer, nn.CrossEntropyLoss(), bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    t_train = time.perf_counter() - t0
+    test_loss, preds, labels = predict(model, test_loader)
+    if not (_all_finite(model) and math.isfinite(test_loss)):
+        raise _NonFinite(f"the weights or the test loss ({test_loss}) became non-finite by "
+                         "the end of the epoch")
+    return {"epoch": epoch, "train_loss": train_loss, "test_loss": test_loss,
+            "test_acc": float((preds == labels).mean()),
+            "images_per_s": seen / max(t_train, 1e-9), "seconds": time.perf_counter() - t0}
+
+
+def _run(args, config, ckpt) -> int:
+    import tapegrad
+
     from ..data import DataLoader
 
     quiet = bool(getattr(args, "quiet", False))
@@ -287,7 +315,6 @@ def _run(args, config, ckpt) -> int:
     loader = DataLoader(train_ds, config["batch_size"], shuffle=True, seed=config["seed"],
                         device=device)
     test_loader = DataLoader(test_ds, EVAL_BATCH, device=device)
-    loss_fn = nn.CrossEntropyLoss()
     epochs = config["epochs"]
     print(f"{'resuming' if start else 'training'} {config['model']} "
           f"({count_parameters(model):,} parameters) on {config['data']} "
@@ -304,36 +331,16 @@ def _run(args, config, ckpt) -> int:
     try:
         with quiet_fp:
             for epoch in range(start + 1, epochs + 1):
-                # epoch e's shuffle and dropout masks depend on (seed, e) alone, so a
-                # resumed run repeats an uninterrupted one exactly
-                loader.set_epoch(epoch - 1)
-                tapegrad.manual_seed(config["seed"] * 100_003 + epoch)
                 lr = epoch_lr(config["lr"], epoch, epochs, config["schedule"])
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                bar = _progress(loader, f"epoch {epoch}/{epochs}", quiet)
-                t0 = time.perf_counter()
-                try:
-                    train_loss, seen = train_epoch(model, loader, optimizer, loss_fn, bar)
-                finally:
-                    if bar is not None:
-                        bar.close()
-                t_train = time.perf_counter() - t0
-                test_loss, preds, labels = predict(model, test_loader)
-                if not (_all_finite(model) and math.isfinite(test_loss)):
-                    raise _NonFinite(f"the weights or the test loss ({test_loss}) became "
-                                     "non-finite by the end of the epoch")
-                acc = float((preds == labels).mean())
-                row = {"epoch": epoch, "train_loss": train_loss, "test_loss": test_loss,
-                       "test_acc": acc, "images_per_s": seen / max(t_train, 1e-9),
-                       "seconds": time.perf_counter() - t0}
+                row = _one_epoch(epoch, lr, config, model, optimizer, loader, test_loader,
+                                 _progress(loader, f"epoch {epoch}/{epochs}", quiet))
                 with sigint_held():  # checkpoint and metrics.csv always agree
                     save_checkpoint(ckpt_path, model, optimizer, epoch, config, [*history, row])
                     history.append(row)
                     done = epoch
                     write_metrics(csv_path, history)
-                print(f"epoch {epoch:3d}/{epochs}  train loss {train_loss:.4f}  "
-                      f"test loss {test_loss:.4f}  test acc {100 * acc:6.2f}%  "
+                print(f"epoch {epoch:3d}/{epochs}  train loss {row['train_loss']:.4f}  "
+                      f"test loss {row['test_loss']:.4f}  test acc {100 * row['test_acc']:6.2f}%  "
                       f"{row['images_per_s']:7.0f} img/s  ({row['seconds']:.1f} s)", flush=True)
     except KeyboardInterrupt:
         with sigint_held():
