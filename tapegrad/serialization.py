@@ -188,11 +188,14 @@ def _sync_folder(path):
     """Make the rename itself durable (POSIX: fsync the directory entry)."""
     if os.name != "posix":
         return
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    # the file is already in place: a folder that cannot be synced (some network
+    # file systems) must not turn a completed save into an error
+    with contextlib.suppress(OSError):
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _bad(f, why):
