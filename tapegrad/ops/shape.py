@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..device.backend import is_basic_index
@@ -11,6 +13,27 @@ from ..tape import Function
 __all__ = ["reshape", "flatten", "transpose", "permute", "swapaxes", "broadcast_to",
            "expand_dims", "squeeze", "getitem", "setitem", "concatenate", "stack", "split",
            "pad", "scatter_add"]
+
+
+def _axis(op, axis, shape, extra=0):
+    """``axis`` of an array of ``shape`` as a non-negative int, or a named error.
+    ``extra`` new axes widen the range (``stack``, ``expand_dims``: one)."""
+    nd = len(shape) + extra
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise ArgumentError(f"{op}: axis must be an int, got {axis!r} (shape {tuple(shape)})")
+    if not -nd <= axis < nd:
+        valid = f"valid axes: {-nd} to {nd - 1}" if nd else "a 0-d array has no axes"
+        raise ShapeError(f"{op}: axis {axis} is out of range for shape {tuple(shape)} "
+                         f"({valid})")
+    return int(axis) % nd
+
+
+def _axes(op, axes, shape):
+    """Distinct axes of ``shape``, each as by :func:`_axis`."""
+    out = tuple(_axis(op, a, shape) for a in axes)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{op}: axes {tuple(axes)} name an axis of shape {tuple(shape)} twice")
+    return out
 
 
 class Reshape(Function):
@@ -23,8 +46,14 @@ class Reshape(Function):
         try:
             return x.reshape(shape)
         except ValueError:
+            hint = ""
+            if shape.count(-1) > 1:
+                hint = ": only one size may be -1"
+            elif -1 in shape and 0 in shape:
+                hint = (": with a 0 among the sizes the -1 could be anything (PyTorch refuses "
+                        "too); give every size")
             raise ShapeError(f"reshape: cannot reshape {describe(x)} ({x.size} elements) "
-                             f"into {shape}") from None
+                             f"into {shape}{hint}") from None
 
     @staticmethod
     def backward(ctx, g):
@@ -37,12 +66,8 @@ class Transpose(Function):
 
     @staticmethod
     def forward(ctx, x, axes):
-        if axes is None:
-            axes = tuple(range(x.ndim))[::-1]
-        if sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim)):
-            raise ShapeError(f"transpose: axes {axes} are not a permutation of the "
-                             f"{x.ndim} axes of {describe(x)}")
-        ctx.inverse = tuple(np.argsort([a % x.ndim for a in axes]))
+        # axes: a permutation of range(x.ndim), checked by _permute
+        ctx.inverse = tuple(int(a) for a in np.argsort(axes))
         return x.transpose(axes)
 
     @staticmethod
@@ -139,9 +164,8 @@ class Concatenate(Function):
         except ValueError as exc:
             raise ShapeError(f"concatenate: inputs {describe(*xs)} do not join along axis "
                              f"{axis}: {exc}") from None
-        ax = axis % out.ndim
-        bounds = np.cumsum([0] + [x.shape[ax] for x in xs])
-        ctx.slices = [(slice(None),) * ax + (slice(int(a), int(b)),)
+        bounds = np.cumsum([0] + [x.shape[axis] for x in xs])
+        ctx.slices = [(slice(None),) * axis + (slice(int(a), int(b)),)
                       for a, b in zip(bounds[:-1], bounds[1:])]
         return out
 
@@ -159,8 +183,7 @@ class Stack(Function):
             out = ctx.xp.stack(xs, axis=axis)
         except ValueError as exc:
             raise ShapeError(f"stack: inputs {describe(*xs)} must have one shape: {exc}") from None
-        ax = axis % out.ndim
-        ctx.slices = [(slice(None),) * ax + (i,) for i in range(len(xs))]
+        ctx.slices = [(slice(None),) * axis + (i,) for i in range(len(xs))]
         return out
 
     @staticmethod
@@ -217,9 +240,10 @@ def flatten(x, start_axis=0, end_axis=-1):
     """
     shape = x.shape
     nd = len(shape)
+    # a 0-d tensor flattens to (1,); it accepts axes 0 and -1, as in PyTorch
+    s, e = (_axis("flatten", a, shape, extra=int(nd == 0)) for a in (start_axis, end_axis))
     if nd == 0:
         return reshape(x, (1,))
-    s, e = start_axis % nd, end_axis % nd
     if s > e:
         raise ShapeError(f"flatten: start_axis {start_axis} comes after end_axis {end_axis} "
                          f"for shape {tuple(shape)}")
@@ -234,7 +258,18 @@ def transpose(x, axes=None):
 
     >>> ops.transpose(x, (0, 2, 3, 1))   # NCHW -> NHWC
     """
-    return Transpose.apply(x, None if axes is None else tuple(axes))
+    return _permute("transpose", x, axes)
+
+
+def _permute(op, x, axes):
+    shape = tuple(x.shape)
+    if axes is None:
+        return Transpose.apply(x, tuple(range(len(shape)))[::-1])
+    axes = _axes(op, tuple(axes), shape)
+    if len(axes) != len(shape):
+        raise ShapeError(f"{op}: axes {axes} must name each of the {len(shape)} axes of shape "
+                         f"{shape} once (to exchange two axes use swapaxes)")
+    return Transpose.apply(x, axes)
 
 
 def permute(x, *axes):
@@ -242,7 +277,7 @@ def permute(x, *axes):
 
     >>> ops.permute(x, 0, 2, 3, 1)
     """
-    return transpose(x, axes[0] if len(axes) == 1 else axes)
+    return _permute("permute", x, axes[0] if len(axes) == 1 else axes)
 
 
 def swapaxes(x, a, b):
@@ -250,9 +285,9 @@ def swapaxes(x, a, b):
 
     >>> ops.swapaxes(x, -1, -2)
     """
-    nd = len(x.shape)
-    axes = list(range(nd))
-    axes[a % nd], axes[b % nd] = axes[b % nd], axes[a % nd]
+    a, b = (_axis("swapaxes", v, x.shape) for v in (a, b))
+    axes = list(range(len(x.shape)))
+    axes[a], axes[b] = axes[b], axes[a]
     return Transpose.apply(x, tuple(axes))
 
 
@@ -270,10 +305,7 @@ def expand_dims(x, axis):
     >>> ops.expand_dims(x, 0)
     """
     shape = list(x.shape)
-    nd = len(shape) + 1
-    if not -nd <= axis < nd:
-        raise ShapeError(f"expand_dims: axis {axis} out of range for shape {tuple(x.shape)}")
-    shape.insert(axis % nd, 1)
+    shape.insert(_axis("expand_dims", axis, x.shape, extra=1), 1)
     return Reshape.apply(x, tuple(shape))
 
 
@@ -286,7 +318,7 @@ def squeeze(x, axis=None):
     if axis is None:
         axes = {i for i, s in enumerate(shape) if s == 1}
     else:
-        axes = {a % len(shape) for a in ((axis,) if isinstance(axis, int) else axis)}
+        axes = _axes("squeeze", (axis,) if isinstance(axis, numbers.Integral) else axis, shape)
         bad = [a for a in axes if shape[a] != 1]
         if bad:
             raise ShapeError(f"squeeze: axis {bad[0]} of shape {tuple(shape)} is not 1")
@@ -330,7 +362,7 @@ def concatenate(xs, axis=0):
     """
     if not xs:
         raise ArgumentError("concatenate: needs at least one tensor")
-    return Concatenate.apply(*xs, axis=axis)
+    return Concatenate.apply(*xs, axis=_axis("concatenate", axis, xs[0].shape))
 
 
 def stack(xs, axis=0):
@@ -340,7 +372,7 @@ def stack(xs, axis=0):
     """
     if not xs:
         raise ArgumentError("stack: needs at least one tensor")
-    return Stack.apply(*xs, axis=axis)
+    return Stack.apply(*xs, axis=_axis("stack", axis, xs[0].shape, extra=1))
 
 
 def split(x, indices_or_sections, axis=0):
@@ -351,21 +383,54 @@ def split(x, indices_or_sections, axis=0):
     ios = indices_or_sections
     if not isinstance(ios, int):
         ios = tuple(ios)
-    return Split.apply(x, ios, axis)
+    return Split.apply(x, ios, _axis("split", axis, x.shape))
+
+
+def _pad_pairs(pad_width, shape):
+    """NumPy's ``pad_width`` for an array of ``shape`` -> one ``(before, after)`` per axis.
+
+    As ``np.pad``: an int; ``(p,)``; ``(before, after)`` or ``((before, after),)`` for
+    every axis; or one ``(before, after)`` (or ``(p,)``) per axis. Two readings that
+    the old ``pad`` mixed up raise instead of guessing: a flat tuple of one int per
+    axis, and, on a 2-D array, a flat ``(a, b)`` with ``a != b`` (NumPy: before/after
+    on both axes; the old rule: ``a`` on axis 0 and ``b`` on axis 1).
+    """
+    nd = len(shape)
+    where = f"for shape {tuple(shape)}"
+    try:
+        arr = np.asarray(pad_width)
+    except ValueError:
+        arr = np.asarray(0.5)  # ragged: reported as not integral below
+    if arr.dtype == object or arr.dtype.kind not in "iu" or arr.ndim > 2:
+        raise ArgumentError(f"pad: pad_width must be NumPy's: an int, (before, after), or one "
+                            f"(before, after) per axis, got {pad_width!r} {where}")
+    torch_hint = ("; for PyTorch's (left, right, top, bottom, ...) starting from the last "
+                  "axis use tapegrad.nn.functional.pad")
+    if arr.ndim == 1 and nd > 2 and arr.size == nd:
+        pairs = ", ".join(f"({p}, {p})" for p in arr)
+        raise ArgumentError(f"pad: pad_width {pad_width!r} gives one int per axis {where}; "
+                            f"NumPy refuses that, give one (before, after) per axis: "
+                            f"({pairs}){torch_hint}")
+    if nd == 2 and arr.shape == (2,) and arr[0] != arr[1]:
+        a, b = (int(v) for v in arr)
+        raise ArgumentError(f"pad: pad_width {pad_width!r} is ambiguous {where}: NumPy pads "
+                            f"both axes with {a} before and {b} after, (({a}, {b}), ({a}, {b})); "
+                            f"one pad per axis would be (({a}, {a}), ({b}, {b})). Spell out "
+                            f"the one you mean{torch_hint}")
+    try:
+        pairs = np.broadcast_to(arr, (nd, 2))
+    except ValueError:
+        raise ShapeError(f"pad: pad_width {pad_width!r} needs an int, (before, after), or one "
+                         f"(before, after) per axis {where}") from None
+    if (pairs < 0).any():
+        raise ArgumentError(f"pad: pad_width {pad_width!r} must be non-negative {where}")
+    return tuple((int(a), int(b)) for a, b in pairs)
 
 
 def pad(x, pad_width, value=0.0):
-    """Constant padding, NumPy's ``pad_width``: an int, or one (before, after) per axis.
+    """Constant padding, NumPy's ``pad_width`` (``np.pad`` semantics): an int,
+    ``(before, after)`` for every axis, or one ``(before, after)`` per axis.
 
-    >>> ops.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    >>> ops.pad(x, ((0, 0), (0, 0), (1, 1), (2, 2)))   # (N, C, H, W) -> (N, C, H+2, W+4)
     """
-    nd = len(x.shape)
-    if isinstance(pad_width, int):
-        pw = ((pad_width, pad_width),) * nd
-    else:
-        pw = tuple((int(p), int(p)) if np.isscalar(p) else (int(p[0]), int(p[1]))
-                   for p in pad_width)
-    if len(pw) != nd or any(a < 0 or b < 0 for a, b in pw):
-        raise ShapeError(f"pad: pad_width {pad_width} needs one non-negative (before, after) "
-                         f"pair per axis of shape {tuple(x.shape)}")
-    return Pad.apply(x, pw, value)
+    return Pad.apply(x, _pad_pairs(pad_width, x.shape), value)

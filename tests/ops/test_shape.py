@@ -1,11 +1,13 @@
 """Shape and indexing ops over generated shapes."""
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as hs
 
 import tapegrad as tg
 from tapegrad import ops
+from tapegrad.errors import ArgumentError, ShapeError
 from tapegrad.testing import gradcheck
 from tapegrad.testing import strategies as st
 
@@ -68,3 +70,110 @@ def test_pad_and_expand_squeeze(x, data):
     e = ops.expand_dims(tg.tensor(x), 0)
     assert e.shape == (1,) + x.shape
     assert ops.squeeze(e, 0).shape == x.shape
+
+
+# --------------------------------------------------------------- ops.pad (NumPy)
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 3), (2, 3, 4)])
+@pytest.mark.parametrize("pad_width", [0, 2, (1,), ((1, 2),), [[2, 0]], np.array([1, 1]),
+                                       "per-axis", "per-axis-single"])
+def test_pad_follows_numpy_pad_width(shape, pad_width):
+    x = np.random.default_rng(0).standard_normal(shape)
+    if isinstance(pad_width, str) and pad_width == "per-axis":
+        pad_width = tuple((i, 2 - i) for i in range(len(shape)))
+    elif isinstance(pad_width, str):
+        pad_width = tuple((i + 1,) for i in range(len(shape)))
+    y = ops.pad(tg.tensor(x), pad_width, value=-1.0)
+    np.testing.assert_array_equal(y.numpy(), np.pad(x, pad_width, constant_values=-1.0))
+    gradcheck(lambda t: ops.pad(t, pad_width), [x])
+
+
+def test_pad_flat_pair_is_before_after_on_every_axis_as_numpy():
+    x = np.zeros((2, 3, 4))
+    # NumPy: (1, 2) pads every axis 1 before, 2 after (this used to raise)
+    assert ops.pad(tg.tensor(x), (1, 2)).shape == np.pad(x, (1, 2)).shape == (5, 6, 7)
+
+
+@pytest.mark.parametrize("shape, pad_width, err, words", [
+    # was ((1, 1), (2, 2)): (4, 7); NumPy gives (5, 6)
+    ((2, 3), (1, 2), ArgumentError, r"pad_width \(1, 2\) is ambiguous for shape \(2, 3\)"),
+    # was one symmetric pad per axis; NumPy refuses
+    ((2, 3, 4), (1, 2, 3), ArgumentError, r"one int per axis.*\(\(1, 1\), \(2, 2\), \(3, 3\)\)"),
+    ((2, 3, 4), ((1, 2), (3, 4)), ShapeError, r"shape \(2, 3, 4\)"),
+    ((2, 3), -1, ArgumentError, r"non-negative"),
+    ((2, 3), ((1, -1),), ArgumentError, r"non-negative"),
+    ((2, 3), (1.5,), ArgumentError, r"NumPy's"),
+    ((2, 3), ((1, 2), 3), ArgumentError, r"NumPy's"),
+])
+def test_pad_refuses_what_numpy_refuses_and_the_ambiguous(shape, pad_width, err, words):
+    with pytest.raises(err, match=r"pad: .*" + words):
+        ops.pad(tg.zeros(*shape), pad_width)
+
+
+# ------------------------------------------------------------ axis validation
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda x: ops.transpose(x, (0, 1, 5)), r"transpose: axis 5 is out of range for shape "
+                                            r"\(3, 2, 1\) \(valid axes: -3 to 2\)"),
+    (lambda x: ops.transpose(x, (0, 1, -4)), r"transpose: axis -4 is out of range"),
+    (lambda x: ops.transpose(x, (0, 1)), r"transpose: axes \(0, 1\) must name each of the 3"),
+    (lambda x: ops.permute(x, 0, 2, 2), r"permute: axes \(0, 2, 2\) name an axis .* twice"),
+    (lambda x: ops.permute(x, (0, 1, 3)), r"permute: axis 3 is out of range"),
+    (lambda x: ops.swapaxes(x, 0, 4), r"swapaxes: axis 4 is out of range .*\(3, 2, 1\)"),
+    (lambda x: ops.expand_dims(x, 5), r"expand_dims: axis 5 .*\(valid axes: -4 to 3\)"),
+    (lambda x: ops.squeeze(x, 5), r"squeeze: axis 5 is out of range"),
+    (lambda x: ops.squeeze(x, (2, -1)), r"squeeze: axes \(2, -1\) name an axis .* twice"),
+    (lambda x: ops.concatenate([x, x], 3), r"concatenate: axis 3 is out of range"),
+    (lambda x: ops.stack([x, x], 5), r"stack: axis 5 .*\(valid axes: -4 to 3\)"),
+    (lambda x: ops.split(x, 2, 3), r"split: axis 3 is out of range"),
+    (lambda x: ops.flatten(x, 4), r"flatten: axis 4 is out of range"),
+    (lambda x: ops.flatten(x, 0, -5), r"flatten: axis -5 is out of range"),
+    (lambda x: ops.flatten(tg.tensor(1.0), 1), r"flatten: axis 1 .*\(valid axes: -1 to 0\)"),
+    (lambda x: ops.concatenate([tg.tensor(1.0)] * 2), r"concatenate: axis 0 .*0-d array"),
+])
+def test_axes_are_validated_with_a_named_shape_error(call, words):
+    # before: NumPy's AxisError, an IndexError (split), or a silent wrap-around
+    # (swapaxes(x, 0, 4) swapped axes 0 and 1; squeeze(x, 5) and flatten(x, 4) too)
+    with pytest.raises(ShapeError, match=words):
+        call(tg.tensor(np.zeros((3, 2, 1))))
+
+
+def test_axis_must_be_an_int():
+    with pytest.raises(ArgumentError, match=r"swapaxes: axis must be an int, got 1.0"):
+        ops.swapaxes(tg.zeros(2, 3), 1.0, 0)
+
+
+def test_reshape_messages_say_why():
+    with pytest.raises(ShapeError, match=r"only one size may be -1"):
+        ops.reshape(tg.zeros(2, 3), (-1, -1))
+    with pytest.raises(ShapeError, match=r"\(0, -1\): with a 0 among the sizes the -1"):
+        ops.reshape(tg.zeros(0, 4), (0, -1))
+
+
+# ---------------------------------------------------------- zero-size tensors
+
+
+@pytest.mark.parametrize("call, out_shape", [
+    (lambda x: ops.reshape(x, (-1, 12)), (0, 12)),
+    (lambda x: ops.flatten(x, 1), (0, 12)),
+    (lambda x: ops.transpose(x, (1, 0, 2)), (3, 0, 4)),
+    (lambda x: ops.swapaxes(x, 0, -1), (4, 3, 0)),
+    (lambda x: ops.expand_dims(x, 1), (0, 1, 3, 4)),
+    (lambda x: ops.squeeze(ops.expand_dims(x, 0), 0), (0, 3, 4)),
+    (lambda x: ops.concatenate([x, x], axis=0), (0, 3, 4)),
+    (lambda x: ops.concatenate([x, ops.pad(x, ((1, 0), (0, 0), (0, 0)))], axis=0), (1, 3, 4)),
+    (lambda x: ops.stack([x, x], axis=1), (0, 2, 3, 4)),
+    (lambda x: ops.split(x, [1], axis=1)[1], (0, 2, 4)),
+    (lambda x: ops.pad(x, 1), (2, 5, 6)),
+    (lambda x: ops.getitem(x, (slice(None), [0, 0, 2])), (0, 3, 4)),
+    (lambda x: ops.getitem(x, (Ellipsis, 1)), (0, 3)),
+    (lambda x: ops.broadcast_to(x[:, :1], (0, 3, 4)), (0, 3, 4)),
+])
+def test_zero_size_shape_ops(call, out_shape):
+    x = tg.tensor(np.zeros((0, 3, 4), np.float32), requires_grad=True)
+    y = call(x)
+    assert y.shape == out_shape and y.dtype == np.float32
+    ops.sum(y).backward()
+    assert x.grad.shape == x.shape
