@@ -1,5 +1,129 @@
 """PyTorch-style ``F``: ``import tapegrad.nn.functional as F`` gives the
-functional ops of :mod:`tapegrad.ops` (``F.relu``, ``F.conv2d``, ...)."""
+functional ops of :mod:`tapegrad.ops` (``F.relu``, ``F.conv2d``, ...), with
+PyTorch's own conventions where they differ from the ops' NumPy ones:
+``F.pad`` takes PyTorch's flat ``pad`` (last axis first), where ``ops.pad``
+takes NumPy's ``pad_width``.
+"""
 
+from __future__ import annotations
+
+import builtins
+import numbers
+
+import numpy as np
+
+from ..errors import ArgumentError, ShapeError, describe
 from ..ops import *  # noqa: F403
-from ..ops import __all__  # noqa: F401
+from ..ops import __all__, getitem  # noqa: F401 - re-exported
+from ..ops import pad as _numpy_pad
+
+# index arrays of the non-constant modes are NumPy's pad of arange(n)
+_NUMPY_MODE = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _grow(v):
+    """The padding part of a PyTorch pad amount (the star import shadows ``max``)."""
+    return builtins.max(v, 0)
+
+
+def _crop(v):
+    """The cropping part of a PyTorch pad amount."""
+    return builtins.max(-v, 0)
+
+
+def pad(input, pad, mode="constant", value=None):  # noqa: A002 - PyTorch's names
+    """PyTorch's ``F.pad``: ``pad`` is ``(left, right)`` for the last axis, then
+    ``(top, bottom)`` for the one before, and so on; a negative amount crops.
+
+    ``mode``: ``"constant"`` (``value``, default 0; any number of axes),
+    ``"reflect"`` (mirror, without repeating the edge: each pad smaller than the
+    axis), ``"replicate"`` (repeat the edge) and ``"circular"`` (wrap around what is
+    left after any crop, at most once). As in PyTorch, the last three pad
+    the last 1, 2 or 3 axes of an input with one or two more axes (batch and
+    channels), e.g. ``(left, right, top, bottom)`` of an ``(N, C, H, W)`` input.
+
+    >>> F.pad(x, (0, 0, 1, 1)).shape        # x (4, 3, 5, 5) -> (4, 3, 7, 5)
+    >>> F.pad(x, (1, 1, 1, 1), mode="reflect")
+    """
+    shape = tuple(input.shape)
+    nd = len(shape)
+    pads = _parse(pad, shape)
+    k = len(pads)  # the last k axes are padded; pads[i] is for axis nd - k + i
+    where = f"pad={tuple(pad)!r}, input {describe(input)}"
+    if mode == "constant":
+        crop = [(_crop(a), _crop(b)) for a, b in pads]
+        for ax, (size, (a, b)) in enumerate(zip(shape[nd - k:], crop), nd - k):
+            if a + b > size:
+                raise ShapeError(f"pad: cropping {a} + {b} from axis {ax} (size {size}) leaves "
+                                 f"less than nothing; {where}")
+        x = input
+        if any(a or b for a, b in crop):
+            x = getitem(x, (slice(None),) * (nd - k)
+                        + tuple(slice(a, s - b) for s, (a, b) in zip(shape[nd - k:], crop)))
+        width = ((0, 0),) * (nd - k) + tuple((_grow(a), _grow(b)) for a, b in pads)
+        return _numpy_pad(x, width, 0.0 if value is None else value)
+    if not isinstance(mode, str) or mode not in _NUMPY_MODE:
+        raise ArgumentError(f"pad: mode must be 'constant', 'reflect', 'replicate' or "
+                            f"'circular', got {mode!r}")
+    if value is not None:
+        raise ArgumentError(f"pad: mode {mode!r} takes no value (only 'constant' does), got "
+                            f"value={value!r}")
+    if k > 3 or nd not in (k + 1, k + 2):
+        raise ArgumentError(f"pad: mode {mode!r} pads the last 1, 2 or 3 axes of an input with "
+                            f"one or two more (batch, channels), as PyTorch: {k} padded axes "
+                            f"need a {k + 1}-D or {k + 2}-D input; {where}")
+    index = [_mode_index(mode, ax, size, a, b, where)
+             for ax, (size, (a, b)) in enumerate(zip(shape[nd - k:], pads), nd - k)]
+    # one gather over the last k axes (adjacent index arrays keep their place):
+    # (..., H, W) -> (..., H + top + bottom, W + left + right)
+    xp = input.device.xp if hasattr(input, "device") else np
+    mesh = tuple(xp.asarray(i) for i in np.ix_(*index))
+    return getitem(input, (slice(None),) * (nd - k) + mesh)
+
+
+def _parse(pad, shape):
+    """PyTorch's flat ``pad`` -> ``(before, after)`` per padded axis, first axis first."""
+    if isinstance(pad, (str, bytes)) or not hasattr(pad, "__len__"):
+        raise ArgumentError(f"pad: pad must be a flat tuple of ints (left, right, top, bottom, "
+                            f"...), got {pad!r}")
+    vals = tuple(pad)
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in vals):
+        raise ArgumentError(f"pad: pad must be a flat tuple of ints (left, right, top, bottom, "
+                            f"...), got {pad!r}; for NumPy's ((before, after), ...) per axis "
+                            "use tapegrad.ops.pad")
+    if len(vals) % 2:
+        raise ArgumentError(f"pad: pad needs an even length, (before, after) per axis starting "
+                            f"from the last, got {pad!r}")
+    if len(vals) // 2 > len(shape):
+        raise ShapeError(f"pad: pad {pad!r} pads {len(vals) // 2} axes but the input "
+                         f"{tuple(shape)} has {len(shape)}")
+    pairs = [(int(vals[i]), int(vals[i + 1])) for i in range(0, len(vals), 2)]
+    return pairs[::-1]
+
+
+def _mode_index(mode, axis, size, before, after, where):
+    """The input positions (host ints) that one padded axis reads, in order."""
+    if mode == "circular":
+        # crop first, then wrap around what is left (PyTorch's order)
+        lo, hi = _crop(before), size - _crop(after)
+        if hi < lo:
+            raise ShapeError(f"pad: cropping {lo} + {size - hi} from axis {axis} (size {size}) "
+                             f"leaves less than nothing; {where}")
+        if before > hi - lo or after > hi - lo:
+            # PyTorch checks only against the uncropped size, then fails or returns
+            # uninitialised memory when a pad wraps around what is left more than once
+            raise ArgumentError(f"pad: circular padding {(before, after)} of axis {axis} "
+                                f"(size {size}, {hi - lo} left after cropping) would wrap "
+                                f"around more than once; {where}")
+        return np.pad(np.arange(lo, hi), (_grow(before), _grow(after)), mode="wrap")
+    # reflect, replicate: pad the whole axis, then crop (PyTorch's order)
+    if size == 0 and (before > 0 or after > 0):
+        raise ShapeError(f"pad: mode {mode!r} cannot pad axis {axis}: it is empty; {where}")
+    if size + before + after < 0:
+        raise ShapeError(f"pad: cropping {_crop(before)} + {_crop(after)} from axis {axis} "
+                         f"(size {size}) leaves less than nothing; {where}")
+    if mode == "reflect" and (0 < before >= size or 0 < after >= size):
+        raise ArgumentError(f"pad: reflect padding {(before, after)} of axis {axis} must be "
+                            f"smaller than its size {size}; {where}")
+    idx = np.pad(np.arange(size), (_grow(before), _grow(after)), mode=_NUMPY_MODE[mode])
+    return idx[_crop(before):idx.size - _crop(after)]
