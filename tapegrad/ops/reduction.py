@@ -1,31 +1,114 @@
-"""Reductions over ``axis`` (None, an int or a tuple), with ``keepdims``."""
+"""Reductions over ``axis`` (None, an int or a tuple), with ``keepdims``.
+
+Also the helpers every op family shares for axes and float16:
+:func:`normalize_axes` / :func:`normalize_axis` (validate an ``axis`` argument,
+raising a ShapeError that names the op, the axis and the shape) and
+:func:`acc_dtype` / :func:`upcast` / :func:`downcast` (float16 math
+accumulates in float32 and returns float16, as PyTorch does; other dtypes are
+untouched and not copied).
+"""
 
 from __future__ import annotations
 
-from ..errors import ShapeError, describe
+import operator
+
+import numpy as np
+
+from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 
 __all__ = ["sum", "mean", "var", "max", "min", "logsumexp"]
 
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
 
-def _norm_axes(op, shape, axis):
+
+# ------------------------------------------------------------ float16 rule
+
+def acc_dtype(dtype):
+    """The ``dtype=`` a reduction of ``dtype`` accumulates in: float32 for
+    float16 (PyTorch's accumulation type: a float16 sum of 4096 values of
+    1000 would overflow), ``None`` (the array's own rule) for anything else."""
+    return _F32 if dtype == _F16 else None
+
+
+def upcast(a):
+    """``a`` (array or Tensor) in its accumulation dtype: a float32 copy of
+    float16, ``a`` itself otherwise (float32/float64 are not copied)."""
+    return a.astype(_F32) if a.dtype == _F16 else a
+
+
+def downcast(a, dtype):
+    """A result computed on :func:`upcast` inputs, back in the input ``dtype``."""
+    return a.astype(_F16) if dtype == _F16 else a
+
+
+# ---------------------------------------------------------------- axes
+
+def _axis_index(op, a, shape):
+    if type(a) is int:  # the common case, first (a bool is not exactly an int)
+        return a
+    if isinstance(a, (bool, np.bool_)):
+        raise ArgumentError(f"{op}: axis must be an int or a tuple of ints, got {a!r} "
+                            f"(a bool; did you mean keepdims={a!r}?)")
+    try:
+        return operator.index(a)
+    except TypeError:
+        raise ArgumentError(f"{op}: axis must be None, an int or a tuple of ints, got "
+                            f"{a!r} for an input of shape {tuple(shape)}") from None
+
+
+def normalize_axes(op, shape, axis):
+    """``axis`` (None: all, an int, or a sequence of ints) as a sorted tuple of
+    distinct non-negative axes of an input of ``shape``.
+
+    Out-of-range or repeated axes raise ShapeError naming ``op``, the axis and
+    the shape. A 0-d input accepts axis 0 and -1, as PyTorch does, and has
+    nothing to reduce: the result is ``()``.
+
+    >>> normalize_axes("sum", (2, 3, 4), (-1, 0))   # (0, 2)
+    """
     nd = len(shape)
     if axis is None:
         return tuple(range(nd))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if type(axis) is int and -nd <= axis < nd:  # the common case, in range
+        return (axis % nd,)
+    if isinstance(axis, (tuple, list)):
+        axes = [_axis_index(op, a, shape) for a in axis]
+    else:
+        axes = [_axis_index(op, axis, shape)]
+    lo, hi = (-nd, nd - 1) if nd else (-1, 0)
     out = []
     for a in axes:
-        if not -nd <= a < (nd or 1):
-            raise ShapeError(f"{op}: axis {a} is out of range for an input of shape {shape}")
-        out.append(a % nd if nd else 0)
+        if not lo <= a <= hi:
+            raise ShapeError(f"{op}: axis {a} is out of range for an input of shape "
+                             f"{tuple(shape)} (valid axes: {lo} to {hi})")
+        if nd:
+            out.append(a % nd)
     if len(set(out)) != len(out):
-        raise ShapeError(f"{op}: repeated axis in {axis}")
+        raise ShapeError(f"{op}: axis {axis} repeats an axis of the input of shape "
+                         f"{tuple(shape)}; name each axis once")
     return tuple(sorted(out))
+
+
+def normalize_axis(op, shape, axis):
+    """One ``axis`` (an int) as a non-negative int, validated as in
+    :func:`normalize_axes`; ``()`` for a 0-d input (nothing to reduce).
+
+    >>> normalize_axis("softmax", (2, 5), -1)   # 1
+    """
+    if type(axis) is int and -len(shape) <= axis < len(shape):  # the common case
+        return axis % len(shape)
+    if axis is None or isinstance(axis, (tuple, list)):
+        raise ArgumentError(f"{op}: axis must be one int, got {axis!r} for an input of shape "
+                            f"{tuple(shape)}")
+    axes = normalize_axes(op, shape, axis)
+    return axes[0] if axes else ()
 
 
 def _prepare(ctx, op, x, axis):
     """Record what backward needs to put the reduced axes back."""
-    axes = _norm_axes(op, x.shape, axis)
+    axes = normalize_axes(op, x.shape, axis)
     ctx.in_shape = x.shape
     ctx.kshape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
     count = 1
@@ -47,7 +130,7 @@ class Sum(Function):
     @staticmethod
     def forward(ctx, x, axis, keepdims):
         axes = _prepare(ctx, "sum", x, axis)
-        return x.sum(axis=axes, keepdims=keepdims)
+        return downcast(x.sum(axis=axes, keepdims=keepdims, dtype=acc_dtype(x.dtype)), x.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -60,13 +143,16 @@ class Mean(Function):
     @staticmethod
     def forward(ctx, x, axis, keepdims):
         axes = _prepare(ctx, "mean", x, axis)
-        if ctx.count == 0:
-            raise ShapeError(f"mean: reducing {describe(x)} over axes {axes} with no elements")
-        return x.mean(axis=axes, keepdims=keepdims)
+        if ctx.count == 0:  # the mean of nothing is nan (NumPy, PyTorch), without a warning
+            out = x.sum(axis=axes, keepdims=keepdims, dtype=acc_dtype(x.dtype)) * ctx.xp.nan
+        else:
+            out = x.mean(axis=axes, keepdims=keepdims, dtype=acc_dtype(x.dtype))
+        return downcast(out, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.xp.broadcast_to(_expand(ctx, g) / ctx.count, ctx.in_shape), None, None
+        # an empty input has an empty gradient: nothing to divide by the count 0
+        return ctx.xp.broadcast_to(_expand(ctx, g) / (ctx.count or 1), ctx.in_shape), None, None
 
 
 class Var(Function):
@@ -80,11 +166,12 @@ class Var(Function):
                              f"with ddof={ddof} leave no degrees of freedom")
         ctx.ddof = ddof
         ctx.save_for_backward(x)
-        return x.var(axis=axes, keepdims=keepdims, ddof=ddof)
+        return downcast(upcast(x).var(axis=axes, keepdims=keepdims, ddof=ddof), x.dtype)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
+        x = upcast(x)  # float16: centred on the float32 mean, not on one rounded to float16
         centred = x - x.mean(axis=ctx.axes, keepdims=True)
         return _expand(ctx, g) * centred * (2.0 / (ctx.count - ctx.ddof)), None, None, None
 
@@ -97,9 +184,12 @@ class _Extreme(Function):
 
     @classmethod
     def forward(cls, ctx, x, axis, keepdims):
-        axes = _prepare(ctx, cls.__name__.lower(), x, axis)
-        if x.size == 0:
-            raise ShapeError(f"{cls.__name__.lower()}: input {describe(x)} is empty")
+        op = cls.__name__.lower()
+        axes = _prepare(ctx, op, x, axis)
+        if ctx.count == 0:
+            raise ShapeError(f"{op}: cannot reduce {describe(x)} over axes {axes}: they hold no "
+                             f"elements and {op} has no identity (PyTorch raises too); reduce "
+                             "over non-empty axes, or check the input's size first")
         out = cls.reduce(x, axes, keepdims)
         ctx.save_for_backward(x, out)
         return out
@@ -127,11 +217,16 @@ class LogSumExp(Function):
     def forward(ctx, x, axis, keepdims):
         xp = ctx.xp
         axes = _prepare(ctx, "logsumexp", x, axis)
-        m = x.max(axis=axes, keepdims=True)
-        m = xp.where(xp.isfinite(m), m, 0)
-        out = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
+        xa = upcast(x)
+        if ctx.count == 0:  # log(0): the sum over an empty axis is 0 (PyTorch: -inf)
+            out = xp.full(ctx.kshape, -xp.inf, xa.dtype)
+        else:
+            m = xa.max(axis=axes, keepdims=True)
+            m = xp.where(xp.isfinite(m), m, 0)
+            out = xp.log(xp.exp(xa - m).sum(axis=axes, keepdims=True)) + m
         if not keepdims:
             out = out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
+        out = downcast(out, x.dtype)
         ctx.save_for_backward(x, out)
         return out
 
