@@ -9,16 +9,6 @@ from . import init
 from .parameter import Parameter
 
 
-def pair(v, name="value"):
-    """``3`` -> ``(3, 3)``; a pair stays a pair."""
-    if isinstance(v, int):
-        return (v, v)
-    t = tuple(v)
-    if len(t) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {v!r}")
-    return t
-
-
 def new_param(shape, device, dtype):
     return Parameter(empty(*shape, dtype=dtype, device=device or "cpu"))
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from .. import ops
-from ._util import default_reset, new_param, pair
+from ..errors import ArgumentError
+from ..ops._windows import padding4, pair
+from ._util import default_reset, new_param
 from .module import Module
 
 __all__ = ["Conv2d", "ConvTranspose2d"]
@@ -22,10 +24,24 @@ class _ConvBase(Module):
         _check_groups(type(self).__name__, in_channels, out_channels, groups)
         self.in_channels = in_channels
         self.out_channels = out_channels
-        self.kernel_size = pair(kernel_size, "kernel_size")
-        self.stride = pair(stride, "stride")
-        self.padding = padding if isinstance(padding, str) else pair(padding, "padding")
-        self.dilation = pair(dilation, "dilation")
+        name = type(self).__name__
+        # the op's own parsers, so that a layer takes exactly what its op takes
+        self.kernel_size = pair(kernel_size, "kernel_size", name)
+        self.stride = pair(stride, "stride", name)
+        if isinstance(padding, str):
+            if padding not in ("valid", "same") or name != "Conv2d":
+                raise ArgumentError(f"{name}: padding must be an int, (h, w), (top, bottom, "
+                                    f"left, right)" + (", 'valid' or 'same'" if name == "Conv2d"
+                                                       else "") + f", got {padding!r}")
+            if padding == "same" and self.stride != (1, 1):
+                raise ArgumentError(f"{name}: padding='same' needs stride 1 (as in PyTorch), "
+                                    f"got stride {self.stride}")
+            self.padding = padding
+        else:
+            padding4(padding, name)
+            self.padding = pair(padding, "padding", name, 0) if isinstance(padding, int) \
+                else tuple(int(p) for p in padding)
+        self.dilation = pair(dilation, "dilation", name)
         self.groups = groups
         self.weight = new_param(wshape + self.kernel_size, device, dtype)
         if bias:
@@ -40,7 +56,7 @@ class _ConvBase(Module):
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if self.padding not in ((0, 0), (0, 0, 0, 0), "valid"):
             s += f", padding={self.padding}"
         if getattr(self, "output_padding", (0, 0)) != (0, 0):
             s += f", output_padding={self.output_padding}"
@@ -84,7 +100,7 @@ class ConvTranspose2d(_ConvBase):
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  output_padding=0, groups: int = 1, bias: bool = True, dilation=1, device=None,
                  dtype=None):
-        out_pad = pair(output_padding, "output_padding")
+        out_pad = pair(output_padding, "output_padding", "ConvTranspose2d", minimum=0)
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, (in_channels, out_channels // max(groups, 1)), device,
                          dtype)

@@ -298,6 +298,21 @@ def _bias_grad(xp, gy):
 # --------------------------------------------------------------------- ops
 
 
+def _string_padding(op, padding, kernel, stride, dilation):
+    """PyTorch's ``padding="valid"`` (none) and ``"same"`` (output size = input
+    size, stride 1 only; an odd total puts the extra row/column at the end)."""
+    if padding == "valid":
+        return (0, 0, 0, 0)
+    if padding != "same":
+        raise ArgumentError(f"{op}: padding must be an int, (h, w), (top, bottom, left, right), "
+                            f"'valid' or 'same', got {padding!r}")
+    if stride != (1, 1):
+        raise ArgumentError(f"{op}: padding='same' needs stride 1 (as in PyTorch), got stride "
+                            f"{stride}; give the padding explicitly")
+    (th, tw) = (d * (k - 1) for d, k in zip(dilation, kernel))
+    return (th // 2, th - th // 2, tw // 2, tw - tw // 2)
+
+
 def _conv_geom(op, x, w, stride, padding, dilation, groups):
     g = _Geom()
     g.n, g.c, g.h, g.w = x.shape
@@ -305,7 +320,8 @@ def _conv_geom(op, x, w, stride, padding, dilation, groups):
     g.g = groups
     g.stride = pair(stride, "stride", op)
     g.dilation = pair(dilation, "dilation", op)
-    g.pad = padding4(padding, op)
+    g.pad = _string_padding(op, padding, (g.kh, g.kw), g.stride, g.dilation) \
+        if isinstance(padding, str) else padding4(padding, op)
     t, b, left, r = g.pad
     g.ho = out_size(op, "height", g.h, g.kh, g.stride[0], t, b, g.dilation[0])
     g.wo = out_size(op, "width", g.w, g.kw, g.stride[1], left, r, g.dilation[1])
@@ -354,6 +370,9 @@ class ConvTranspose2d(Function):
         _, _, kh, kw = w.shape
         sh, sw = pair(stride, "stride", op)
         dh, dw = pair(dilation, "dilation", op)
+        if isinstance(padding, str):
+            raise ArgumentError(f"{op}: padding must be an int, (h, w) or (top, bottom, left, "
+                                f"right) (it crops the output), got {padding!r}")
         t, bt, left, r = padding4(padding, op)
         oph, opw = pair(output_padding, "output_padding", op, minimum=0)
         if not (oph < max(sh, dh) and opw < max(sw, dw)):
@@ -400,7 +419,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation (PyTorch's ``F.conv2d``, MatConvNet's ``vl_nnconv``).
 
     ``x`` (N, C, H, W), ``weight`` (O, C/groups, kh, kw), ``bias`` (O,) or None.
-    ``padding``: int, ``(h, w)`` or ``(top, bottom, left, right)``; ``stride``,
+    ``padding``: int, ``(h, w)``, ``(top, bottom, left, right)``, or PyTorch's
+    ``"valid"`` / ``"same"`` (stride 1); ``stride``,
     ``dilation``: int or ``(h, w)``. A filter as large as the padded input is a
     fully-connected layer (output 1x1).
 

@@ -5,6 +5,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad import nn, ops
+from tapegrad.errors import ArgumentError
 
 try:
     import torch
@@ -67,6 +68,32 @@ def test_conv_layers_match_functional():
     np.testing.assert_array_equal(deconv(x).numpy(), ref.numpy())
     with pytest.raises(ValueError, match="divisible"):
         nn.Conv2d(3, 6, 3, groups=2)
+
+
+def test_conv_layers_take_the_paddings_their_ops_take():
+    # (top, bottom, left, right) and "same"/"valid" used to fail in the layer's own
+    # parser (ValueError: ... pair of ints; int("s")) though the op takes them
+    x = tg.tensor(_x(2, 4, 7, 6))
+    for padding in [(1, 0, 2, 1), "same", "valid", 2, (1, 2)]:
+        conv = nn.Conv2d(4, 6, (3, 2), padding=padding)
+        ref = ops.conv2d(x, conv.weight, conv.bias, padding=padding)
+        np.testing.assert_array_equal(conv(x).numpy(), ref.numpy())
+    assert nn.Conv2d(4, 6, 3, padding="same")(x).shape == (2, 6, 7, 6)
+    assert "padding=(1, 0, 2, 1)" in repr(nn.Conv2d(4, 6, 3, padding=(1, 0, 2, 1)))
+    deconv = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=(1, 0, 0, 1))
+    ref = ops.conv_transpose2d(x, deconv.weight, deconv.bias, 2, (1, 0, 0, 1))
+    np.testing.assert_array_equal(deconv(x).numpy(), ref.numpy())
+    for make, words in [
+        (lambda: nn.Conv2d(4, 6, 3, padding="full"), r"Conv2d: padding .*'full'"),
+        (lambda: nn.Conv2d(4, 6, 3, stride=2, padding="same"), r"'same' needs stride 1"),
+        (lambda: nn.ConvTranspose2d(4, 6, 3, padding="same"), r"ConvTranspose2d: padding"),
+        (lambda: nn.Conv2d(4, 6, 3, padding=(1, 2, 3)), r"Conv2d: padding"),
+        (lambda: nn.Conv2d(4, 6, 3, padding=-1), r"Conv2d: padding must be non-negative"),
+        (lambda: nn.Conv2d(4, 6, 3, stride=0), r"Conv2d: stride must be >= 1"),
+        (lambda: nn.ConvTranspose2d(4, 6, 3, output_padding=-1), r"output_padding must be >= 0"),
+    ]:
+        with pytest.raises(ArgumentError, match=words):
+            make()
 
 
 @needs_torch

@@ -248,6 +248,32 @@ def test_zero_size_tensors(op, x_shape, w_shape, kw):
     gradcheck(lambda x, w, b: op(x, w, b, **kw), [x, w, b])
 
 
+@pytest.mark.parametrize("k, dilation", [(3, 1), (4, 1), (2, 3), (3, 2), ((2, 5), (1, 2))])
+def test_conv2d_string_padding(k, dilation):
+    """PyTorch's "same" (output size = input size; an odd total pads one more at
+    the end) and "valid" (none); these used to crash in int("s")."""
+    rng = np.random.default_rng(12)
+    kh, kw = _pair(k)
+    x, w = rng.standard_normal((2, 3, 7, 10)), rng.standard_normal((4, 3, kh, kw))
+    dh, dw = _pair(dilation)
+    th, tw = dh * (kh - 1), dw * (kw - 1)
+    y = ops.conv2d(tg.tensor(x), tg.tensor(w), padding="same", dilation=dilation)
+    assert y.shape == (2, 4, 7, 10)
+    expect = ref_conv2d(x, w, padding=(th // 2, th - th // 2, tw // 2, tw - tw // 2),
+                        dilation=dilation)
+    np.testing.assert_allclose(y.data, expect, rtol=1e-10, atol=1e-12)
+    y = ops.conv2d(tg.tensor(x), tg.tensor(w), padding="valid", dilation=dilation)
+    np.testing.assert_allclose(y.data, ref_conv2d(x, w, dilation=dilation), rtol=1e-10)
+    gradcheck(lambda x, w: ops.conv2d(x, w, padding="same", dilation=dilation),
+              [x[:1, :, :5, :6], w])
+    torch = pytest.importorskip("torch")
+    yt = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), padding="same",
+                                    dilation=dilation)
+    np.testing.assert_allclose(ops.conv2d(tg.tensor(x), tg.tensor(w), padding="same",
+                                          dilation=dilation).data, yt.numpy(), rtol=1e-10,
+                               atol=1e-12)
+
+
 def test_conv2d_fully_connected():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 2, 4, 5))
@@ -441,6 +467,12 @@ def _t(shape, dtype=np.float32):
      ["conv2d", "stride"]),
     (lambda: ops.conv2d(_t((1, 3, 4, 4)), _t((4, 3, 3, 3)), padding=(1, 2, 3)), ArgumentError,
      ["conv2d", "padding"]),
+    (lambda: ops.conv2d(_t((1, 3, 4, 4)), _t((4, 3, 3, 3)), padding="full"), ArgumentError,
+     ["conv2d", "'valid' or 'same'", "'full'"]),
+    (lambda: ops.conv2d(_t((1, 3, 4, 4)), _t((4, 3, 3, 3)), padding="same", stride=2),
+     ArgumentError, ["conv2d", "padding='same' needs stride 1", "(2, 2)"]),
+    (lambda: ops.conv_transpose2d(_t((1, 3, 2, 2)), _t((3, 2, 3, 3)), padding="same"),
+     ArgumentError, ["conv_transpose2d", "padding must be", "'same'"]),
     (lambda: ops.conv_transpose2d(_t((1, 3, 2, 2)), _t((3, 2, 3, 3)), stride=1,
                                   padding=(3, 2, 0, 0)), ShapeError,
      ["conv_transpose2d", "output size would be (-1, 4)", "(1, 3, 2, 2) float32"]),
