@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..errors import ArgumentError
 from ..tape import Function
+from .reduction import downcast, normalize_axis, upcast
 
 __all__ = ["relu", "leaky_relu", "sigmoid", "tanh", "softmax", "log_softmax"]
 
@@ -22,8 +23,10 @@ class ReLU(Function):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
-        # MatConvNet's dzdy .* (y > 0); a multiply by the mask is ~8x faster than where()
-        return g * (out > 0)
+        # MatConvNet's dzdy .* (y > 0), except that a NaN passes its gradient as in
+        # PyTorch (g where not y <= 0): y = max(x, 0) is >= 0 or NaN, so y != 0 is
+        # exactly that mask. A multiply by the mask is ~8x faster than where().
+        return g * (out != 0)
 
 
 class LeakyReLU(Function):
@@ -40,6 +43,7 @@ class LeakyReLU(Function):
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
         # slope >= 0, so sign(out) == sign(x): scale 1 where out > 0, else slope
+        # (NaN included, as PyTorch's x > 0 ? g : g * slope)
         scale = (out > 0).astype(g.dtype) * (1 - ctx.slope) + ctx.slope
         return g * scale, None
 
@@ -83,15 +87,20 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, axis):
         xp = ctx.xp
-        e = xp.exp(x - x.max(axis=axis, keepdims=True))
-        out = e / e.sum(axis=axis, keepdims=True)
-        ctx.axis = axis
+        ctx.axis = axis = _class_axis("softmax", x, axis)
+        if x.size == 0:
+            out = xp.zeros_like(x)  # nothing to normalise (the max of an empty axis fails)
+        else:
+            xa = upcast(x)
+            e = xp.exp(xa - xa.max(axis=axis, keepdims=True))
+            out = downcast(e / e.sum(axis=axis, keepdims=True), x.dtype)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
+        out = upcast(out)
         gy = g * out
         return gy - out * gy.sum(axis=ctx.axis, keepdims=True), None
 
@@ -102,16 +111,30 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, axis):
         xp = ctx.xp
-        shifted = x - x.max(axis=axis, keepdims=True)
-        out = shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
-        ctx.axis = axis
+        ctx.axis = axis = _class_axis("log_softmax", x, axis)
+        if x.size == 0:
+            out = xp.zeros_like(x)
+        else:
+            xa = upcast(x)
+            shifted = xa - xa.max(axis=axis, keepdims=True)
+            out = downcast(shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True)),
+                           x.dtype)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
+        g = upcast(g)
         return g - ctx.xp.exp(out) * g.sum(axis=ctx.axis, keepdims=True), None
+
+
+def _class_axis(op, x, axis):
+    """softmax's axis: ``None`` is 1 (classes of (N, C), channels of NCHW), or
+    0 for a 1-D input (its only axis); any other axis is validated."""
+    if axis is None:
+        axis = 1 if x.ndim >= 2 else 0
+    return normalize_axis(op, x.shape, axis)
 
 
 def relu(x):
@@ -147,8 +170,9 @@ def tanh(x):
     return Tanh.apply(x)
 
 
-def softmax(x, axis=1):
-    """Softmax along ``axis`` (default 1: channels of NCHW / classes of (N, C)).
+def softmax(x, axis=None):
+    """Softmax along ``axis`` (default: 1, the channels of NCHW / classes of
+    (N, C); 0 for a 1-D input). float16 is computed in float32.
 
     Stable for logits of any magnitude (the max is subtracted first).
     >>> ops.softmax(tapegrad.tensor([[1e4, 0.0]]))   # [[1., 0.]]
@@ -156,8 +180,9 @@ def softmax(x, axis=1):
     return Softmax.apply(x, axis)
 
 
-def log_softmax(x, axis=1):
-    """``log(softmax(x))`` along ``axis``, computed stably (no log of 0).
+def log_softmax(x, axis=None):
+    """``log(softmax(x))`` along ``axis`` (default as :func:`softmax`), computed
+    stably (no log of 0).
 
     >>> ops.log_softmax(logits, axis=1)
     """
