@@ -105,3 +105,14 @@ def test_errors():
         ops.dropout(x, 0.5, mask=np.ones((3, 2)))
     with pytest.raises(DTypeError, match=r"dropout: .*\(2, 3\) int64"):
         ops.dropout(tg.tensor(np.zeros((2, 3), np.int64)), 0.5)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0])
+def test_zero_size_batch(p):
+    x = tg.tensor(np.zeros((0, 3), np.float32), requires_grad=True)
+    y, m = ops.dropout(x, p, mask=None, return_mask=True)
+    assert y.shape == (0, 3) and y.dtype == np.float32
+    ops.sum(y).backward()
+    assert x.grad.shape == (0, 3)
+    if m is not None:
+        assert ops.dropout(tg.zeros(0, 3), mask=m).shape == (0, 3)

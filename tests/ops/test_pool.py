@@ -192,6 +192,18 @@ def test_all_neginf_window_sends_the_gradient_inside_the_input_not_to_the_paddin
     np.testing.assert_array_equal(x.grad.numpy(), 1.0)
 
 
+@pytest.mark.parametrize("shape", [(0, 3, 8, 8), (2, 0, 8, 8)])
+@pytest.mark.parametrize("pool", [ops.max_pool2d, ops.avg_pool2d])
+@pytest.mark.parametrize("k, s, pad, ceil", [(2, 2, 0, False), (3, 2, 1, False), (3, 2, 0, True)])
+def test_zero_size_batch_and_channels(shape, pool, k, s, pad, ceil):
+    x = tg.tensor(np.zeros(shape, np.float32), requires_grad=True)
+    y = pool(x, k, s, pad, ceil_mode=ceil)
+    ref, _ = ref_pool(np.zeros(shape), (k, k), (s, s), (pad,) * 4, ceil, "max")
+    assert y.shape == ref.shape and y.dtype == np.float32
+    ops.sum(y).backward()
+    assert x.grad.shape == x.shape
+
+
 def test_max_pool_saves_small_indices_not_the_input():
     x = tg.tensor(np.random.rand(2, 3, 6, 6).astype(np.float32), requires_grad=True)
     for y in (ops.max_pool2d(x, 2), ops.max_pool2d(x, 3, 2, 1)):
