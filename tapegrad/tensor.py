@@ -457,10 +457,15 @@ class Tensor:
         return _ops.flatten(self, start_axis, end_axis)
 
     def transpose(self, *axes):
+        """PyTorch's ``x.transpose(a, b)`` swaps two axes (also on a 2-D tensor, where
+        NumPy would read ``(0, 1)`` as the identity); ``x.transpose()`` reverses them and
+        ``x.transpose((2, 0, 1))`` (one sequence) permutes, as in NumPy."""
+        if len(axes) == 2 and all(isinstance(a, int) for a in axes):
+            return _ops.swapaxes(self, *axes)
         return _ops.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
 
     def permute(self, *axes):
-        return _ops.transpose(self, axes[0] if len(axes) == 1 else axes)
+        return _ops.permute(self, *axes)
 
     def swapaxes(self, a, b):
         return _ops.swapaxes(self, a, b)

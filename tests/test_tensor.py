@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.errors import DTypeError, GraphError
+from tapegrad.errors import DTypeError, GraphError, ShapeError
 
 
 def test_python_floats_default_to_float32_and_arrays_keep_dtype():
@@ -134,3 +134,16 @@ def test_factories():
     assert tg.full((2,), 7.0).numpy().tolist() == [7.0, 7.0]
     z = tg.zeros_like(a, requires_grad=True)
     assert z.requires_grad and z.shape == a.shape
+
+
+def test_transpose_with_two_axes_swaps_them_as_in_pytorch():
+    x = tg.tensor(np.arange(6.0).reshape(2, 3))
+    # before: NumPy's reading, (0, 1) is the identity permutation -> (2, 3), silently
+    np.testing.assert_array_equal(x.transpose(0, 1).numpy(), x.numpy().T)
+    y = tg.ones(2, 3, 4)
+    assert y.transpose(0, 2).shape == (4, 3, 2)
+    assert y.transpose((2, 0, 1)).shape == (4, 2, 3)  # one sequence: a permutation
+    assert y.transpose().shape == (4, 3, 2)
+    assert y.permute(1, 2, 0).shape == (3, 4, 2) == y.permute((1, 2, 0)).shape
+    with pytest.raises(ShapeError, match="permute"):
+        y.permute(0, 0, 1)
