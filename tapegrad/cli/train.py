@@ -28,8 +28,8 @@ from ..errors import ArgumentError, TapegradError
 from .checkpoint import (
     CHECKPOINT_NAME,
     METRIC_FIELDS,
-    check_optimizer_state,
     load_checkpoint,
+    restore_optimizer_state,
     save_checkpoint,
 )
 from .common import EVAL_BATCH, load_data, predict
@@ -162,9 +162,8 @@ def restore_optimizer(optimizer, state: dict, config: dict, path: str) -> None:
     """Load the checkpoint's optimizer buffers (checked against ``optimizer``);
     the hyperparameters stay those of ``config``, so ``--resume --momentum M``
     really trains with momentum M."""
-    check_optimizer_state(state, optimizer, config["optimizer"], path)
     options = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
-    optimizer.load_state_dict(state)
+    restore_optimizer_state(optimizer, state, path)
     for group, opts in zip(optimizer.param_groups, options):
         group.update(opts)
 

@@ -91,8 +91,8 @@ def test_optimizer_buffer_of_the_wrong_shape_refused_on_resume(good, tmp_path, c
     _write(good, _bad_adam_buffer, str(tmp_path))
     assert main(["train", "--out", str(tmp_path), "--resume", "--epochs", "3", *QUICK]) == 2
     err = capsys.readouterr().err.strip()
-    assert "optimizer.state[0]['exp_avg']: expected a finite array of shape (32, 1, 5, 5)" \
-        in err and len(err.splitlines()) == 1
+    assert "bad checkpoint entry optimizer:" in err and "'exp_avg' has shape" in err \
+        and "(32, 1, 5, 5)" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("content", [b"hello, not a checkpoint\n", b""])
