@@ -58,6 +58,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
 from .pool import _avg_backward, _avg_forward, _Geometry, _inverse_divisor
+from .reduction import downcast, upcast
 
 __all__ = ["batch_norm", "local_response_norm", "spnorm", "noffset"]
 
@@ -91,15 +92,19 @@ class BatchNorm(Function):
     #   output allocation and a pass: the same time, an array less in memory.
     # * Every subtraction of the mean happens on the data before any scaling, so a
     #   large mean with a tiny spread loses no digits (no sum(x^2) - mean^2 forms).
+    # * float16 is computed in float32 (statistics, y and the gradients), as PyTorch does.
 
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean=None, running_var=None, training=True,
                 momentum=0.1, eps=1e-5):
         xp = ctx.xp
-        n, c = x.shape[:2]
-        x2 = x.reshape(n, -1)  # (N, C, *) -> (N, C*L)
-        ln = x2.shape[1] // c
+        n, c, ln = _dims(x.shape)
         m = n * ln
+        x_in, x = x, upcast(x)
+        x2 = x.reshape(n, c * ln)  # (N, C, *) -> (N, C*L)
+        # no values per channel (N = 0 or an empty spatial axis): no batch statistics, and
+        # the running ones are left alone, as in PyTorch; the output and dx are empty
+        training = training and m > 0
         if weight is not None:
             weight = weight.astype(x.dtype, copy=False)  # float32 stays float32
         if bias is not None:
@@ -122,8 +127,11 @@ class BatchNorm(Function):
                 _ema(running_mean, mean, momentum)
                 _ema(running_var, var * (m / (m - 1)), momentum)  # unbiased
         else:
-            mean = xp.asarray(running_mean.data, dtype=x.dtype)
-            var = xp.asarray(running_var.data, dtype=x.dtype)
+            if running_mean is not None:
+                mean = xp.asarray(running_mean.data, dtype=x.dtype)
+                var = xp.asarray(running_var.data, dtype=x.dtype)
+            else:  # an empty batch in training without running statistics
+                mean, var = xp.zeros(c, x.dtype), xp.ones(c, x.dtype)
             xc = x2 - _row(xp, mean, ln)
             delta = None
         invstd = 1 / xp.sqrt(var + eps)  # (C,)
@@ -134,24 +142,23 @@ class BatchNorm(Function):
         nx, nw, nb = ctx.needs_input_grad
         ctx.training = training
         ctx.shape = x.shape
-        ctx.save_for_backward(x if (nw or (nx and training)) else None, mean, delta, invstd,
+        ctx.save_for_backward(x_in if (nw or (nx and training)) else None, mean, delta, invstd,
                               scale if nx else None)
-        return xc.reshape(x.shape)  # (N, C*L) -> (N, C, *)
+        return downcast(xc.reshape(x.shape), x_in.dtype)  # (N, C*L) -> (N, C, *)
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
         x, mean, delta, invstd, scale = ctx.saved_tensors
         nx, nw, nb = ctx.needs_input_grad
-        n, c = ctx.shape[:2]
-        g2 = g.reshape(n, -1)  # (N, C, *) -> (N, C*L)
-        ln = g2.shape[1] // c
+        n, c, ln = _dims(ctx.shape)
         m = n * ln
+        g2 = upcast(g).reshape(n, c * ln)  # (N, C, *) -> (N, C*L)
         g3 = g2.reshape(n, c, ln)  # (N, C*L) -> (N, C, L)
         gb = _rowsum(xp, g3).sum(axis=0) if (nb or delta is not None) else None  # (C,)
         gw = xc = None
         if x is not None:  # x_hat = (x - mean + delta) * invstd, x recentred here
-            xc = x.reshape(n, -1) - _row(xp, mean, ln)  # (N, C*L), becomes dx
+            xc = upcast(x).reshape(n, c * ln) - _row(xp, mean, ln)  # (N, C*L), becomes dx
             gxc = _rowdot(xp, g3, xc.reshape(n, c, ln)).sum(axis=0)  # (C,)
             if delta is not None:
                 gxc += delta * gb
@@ -170,6 +177,14 @@ class BatchNorm(Function):
                 gx = g2 * _row(xp, scale, ln)
             gx = gx.reshape(ctx.shape)  # (N, C*L) -> (N, C, *)
         return gx, (gw if nw else None), (gb if nb else None)
+
+
+def _dims(shape):
+    """(N, C, L) of an (N, C, *) shape, L the product of the rest (zero sizes allowed)."""
+    ln = 1
+    for s in shape[2:]:
+        ln *= s
+    return shape[0], shape[1], ln
 
 
 def _row(xp, v, ln):
@@ -236,9 +251,10 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         raise ArgumentError(f"{op}: eval mode (training=False) normalises with running_mean "
                             "and running_var, but they are None; pass them, or use "
                             "training=True for batch statistics")
-    if training and xd.size // c <= 1:
-        raise ShapeError(f"{op}: training needs more than one value per channel, got input "
-                         f"{describe(xd)}")
+    if training and n * _dims(xd.shape)[2] == 1:
+        raise ShapeError(f"{op}: expected more than one value per channel when training, got "
+                         f"input {describe(xd)} (batch statistics of one value are undefined); "
+                         "use a larger batch, or eval mode (training=False)")
     if not 0 <= momentum <= 1:
         raise ArgumentError(f"{op}: momentum must be in [0, 1], got {momentum!r}")
     if not eps > 0:
@@ -270,18 +286,20 @@ class LocalResponseNorm(Function):
         xp = ctx.xp
         lo = (size - 1) // 2
         hi = size - 1 - lo
-        den = _channel_window_sum(xp, x * x, lo, hi)
+        xa = upcast(x)  # float16: the window sums in float32
+        den = _channel_window_sum(xp, xa * xa, lo, hi)
         den *= alpha
         den += k  # k + a * sum x^2
         scale = den ** (-beta)
         ctx.params = (lo, hi, alpha, beta)
         ctx.save_for_backward(x, den, scale)
-        return x * scale
+        return downcast(xa * scale, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
         x, den, scale = ctx.saved_tensors
+        x = upcast(x)
         lo, hi, alpha, beta = ctx.params
         # dx_j = g_j scale_j - 2 a beta x_j sum_{c: j in window(c)} g_c x_c scale_c / den_c
         # and j in window(c) <=> c in [j - hi, j + lo]: the mirrored window
@@ -335,19 +353,21 @@ class SpNorm(Function):
     @staticmethod
     def forward(ctx, x, geo, alpha, beta):
         xp = ctx.xp
-        inv = _inverse_divisor(xp, geo, False, x.dtype)  # MatConvNet: padding not counted
-        f = _avg_forward(xp, x * x, geo, inv)  # n2: (N, C, H, W)
+        xa = upcast(x)  # float16: the window averages in float32
+        inv = _inverse_divisor(xp, geo, False, xa.dtype)  # MatConvNet: padding not counted
+        f = _avg_forward(xp, xa * xa, geo, inv)  # n2: (N, C, H, W)
         f *= alpha
         f += 1
         scale = f ** (-beta)
         ctx.geo, ctx.inv, ctx.params = geo, inv, (alpha, beta)
         ctx.save_for_backward(x, f, scale)
-        return x * scale
+        return downcast(xa * scale, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
         x, f, scale = ctx.saved_tensors
+        x = upcast(x)
         alpha, beta = ctx.params
         # dx = f^-beta g - 2 alpha beta x avgpool^T(f^(-beta-1) g x)
         t = _avg_backward(xp, g * x * scale / f, ctx.geo, ctx.inv)
@@ -389,15 +409,17 @@ class NOffset(Function):
     @staticmethod
     def forward(ctx, x, p1, p2):
         xp = ctx.xp
-        s = (x * x).sum(axis=1, keepdims=True)  # (N, C, ...) -> (N, 1, ...)
+        xa = upcast(x)  # float16: the channel sums in float32
+        s = (xa * xa).sum(axis=1, keepdims=True)  # (N, C, ...) -> (N, 1, ...)
         L = xp.maximum(s, _NOFFSET_FLOOR)
         ctx.params = (p1, p2)
         ctx.save_for_backward(x, L, s > _NOFFSET_FLOOR)
-        return x - p1 * L ** p2
+        return downcast(xa - p1 * L ** p2, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
         x, L, live = ctx.saved_tensors
+        x = upcast(x)
         p1, p2 = ctx.params
         # dx_j = g_j - 2 p1 p2 x_j L^(p2-1) sum_c g_c   (0 where the floor is active)
         coef = g.sum(axis=1, keepdims=True) * (L ** (p2 - 1)) * live  # (N, 1, ...)

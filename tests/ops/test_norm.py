@@ -2,6 +2,8 @@
 LRN in both conventions, MatConvNet's spnorm and noffset; references are
 direct loops or closed forms; errors."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -207,6 +209,89 @@ def test_batch_norm_errors():
         ops.batch_norm(tg.tensor(np.zeros((4, 3), np.int64)), rm, rv, training=True)
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_float16_statistics_in_float32(training):
+    # 6400 values per channel with a spread of 100: the float16 sum of squares
+    # (6e7) would overflow, the variance would be inf and y zero
+    rng = np.random.default_rng(5)
+    x16 = (rng.normal(size=(64, 3, 100)) * 100 + 50).astype(np.float16)
+    w16, b16 = rng.normal(size=3).astype(np.float16), rng.normal(size=3).astype(np.float16)
+    rm = tg.tensor(np.full(3, 40.0, np.float16))
+    rv = tg.tensor(np.full(3, 9000.0, np.float16))
+    rm0, rv0 = rm.numpy().astype(np.float64), rv.numpy().astype(np.float64)
+    x, w, b = (tg.tensor(a, requires_grad=True) for a in (x16, w16, b16))
+    y = ops.batch_norm(x, rm, rv, w, b, training=training)
+    ref, new_rm, new_rv = _reference_bn(*(a.astype(np.float64) for a in (x16, rm0, rv0, w16,
+                                                                          b16)),
+                                        training, 0.1, 1e-5)
+    assert y.dtype == np.float16
+    np.testing.assert_allclose(y.numpy().astype(np.float64), ref, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(rv.numpy().astype(np.float64), new_rv, rtol=2e-3)
+    g = rng.normal(size=x16.shape).astype(np.float16)
+    y.backward(tg.tensor(g))
+    assert x.grad.dtype == w.grad.dtype == b.grad.dtype == np.float16
+    # float32 with the same inputs: float16 may only add its own rounding
+    x32, w32, b32 = (tg.tensor(a.astype(np.float32), requires_grad=True)
+                     for a in (x16, w16, b16))
+    rm32, rv32 = tg.tensor(rm0.astype(np.float32)), tg.tensor(rv0.astype(np.float32))
+    ops.batch_norm(x32, rm32, rv32, w32, b32, training=training).backward(
+        tg.tensor(g.astype(np.float32)))
+    for got, want in ((x.grad, x32.grad), (w.grad, w32.grad), (b.grad, b32.grad)):
+        scale = np.abs(want.numpy()).max()
+        np.testing.assert_allclose(got.numpy().astype(np.float32), want.numpy(), rtol=2e-3,
+                                   atol=2e-3 * scale)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (0, 3, 4, 4), (2, 3, 0), (2, 0, 4), (2, 0)])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_zero_size(shape, training, affine):
+    # PyTorch: an empty output, dx empty, weight/bias gradients zero, and the
+    # running statistics left alone (there are no batch statistics)
+    c = shape[1]
+    rm, rv = _stats(c)
+    rm0, rv0 = rm.numpy().copy(), rv.numpy().copy()
+    x = tg.tensor(np.zeros(shape), requires_grad=True)
+    w = tg.tensor(np.ones(c), requires_grad=True) if affine else None
+    b = tg.tensor(np.zeros(c), requires_grad=True) if affine else None
+    with warnings.catch_warnings(action="error"):
+        y = ops.batch_norm(x, rm, rv, w, b, training=training)
+        y.backward(tg.tensor(np.ones(shape)))
+        y2 = ops.batch_norm(tg.tensor(np.zeros(shape)), None, None, training=True)
+    assert y.shape == y2.shape == shape
+    assert x.grad.shape == shape
+    if affine:
+        np.testing.assert_array_equal(w.grad.numpy(), np.zeros(c))
+        np.testing.assert_array_equal(b.grad.numpy(), np.zeros(c))
+    np.testing.assert_array_equal(rm.numpy(), rm0)
+    np.testing.assert_array_equal(rv.numpy(), rv0)
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (1, 3, 1), (1, 3, 1, 1)])
+def test_batch_norm_training_needs_more_than_one_value_per_channel(shape):
+    rm, rv = _stats(3)
+    with pytest.raises(ShapeError, match=r"batch_norm: expected more than one value per "
+                                         r"channel when training, got input \(1, 3"):
+        ops.batch_norm(tg.tensor(np.zeros(shape)), rm, rv, training=True)
+    # (1, 3, 2): two values per channel is enough (PyTorch agrees)
+    y = ops.batch_norm(tg.tensor(np.arange(6.0).reshape(1, 3, 2)), rm, rv, training=True)
+    np.testing.assert_allclose(y.numpy(), np.tile([-1.0, 1.0], (1, 3, 1)), rtol=1e-4)
+
+
+def test_batch_norm_zero_size_against_torch():
+    torch = pytest.importorskip("torch")
+    x = tg.tensor(np.zeros((0, 3, 2)), requires_grad=True)
+    w = tg.tensor(np.ones(3), requires_grad=True)
+    rm, rv = _stats(3)
+    ops.batch_norm(x, rm, rv, w, None, training=True).sum().backward()
+    tx = torch.zeros((0, 3, 2), dtype=torch.float64, requires_grad=True)
+    tw = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    trm, trv = torch.tensor(rm.numpy()), torch.tensor(rv.numpy())
+    torch.nn.functional.batch_norm(tx, trm, trv, tw, None, training=True).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
+    np.testing.assert_array_equal(rm.numpy(), trm.numpy())
+
+
 # -------------------------------------------------------- local response norm
 
 
@@ -344,3 +429,40 @@ def test_noffset_errors():
         ops.noffset(tg.tensor(np.zeros((1, 2, 2, 2))), [1.0])
     with pytest.raises(DTypeError, match="noffset"):
         ops.noffset(tg.tensor(np.zeros((1, 2), np.int32)), [1.0, 0.5])
+
+
+NORM_OPS = [
+    ("local_response_norm", lambda x: ops.local_response_norm(x, 5, alpha=1e-4, k=2.0)),
+    ("spnorm", lambda x: ops.spnorm(x, [3, 3, 1e-4, 0.5])),
+    ("noffset", lambda x: ops.noffset(x, [1e-3, 0.5])),
+]
+
+
+@pytest.mark.parametrize("name,op", NORM_OPS, ids=[n for n, _ in NORM_OPS])
+def test_norms_float16_squares_in_float32(name, op):
+    # |x| up to ~800: x * x overflows float16 (max 65504)
+    x16 = (np.random.default_rng(6).normal(size=(2, 8, 4, 4)) * 200).astype(np.float16)
+    x = tg.tensor(x16, requires_grad=True)
+    y = op(x)
+    assert y.dtype == np.float16
+    x64 = tg.tensor(x16.astype(np.float64), requires_grad=True)
+    want = op(x64)
+    scale = np.abs(want.numpy()).max()
+    np.testing.assert_allclose(y.numpy().astype(np.float64), want.numpy(), atol=1e-3 * scale)
+    g = np.random.default_rng(7).normal(size=x16.shape)
+    y.backward(tg.tensor(g.astype(np.float16)))
+    want.backward(tg.tensor(g))
+    assert x.grad.dtype == np.float16
+    gscale = np.abs(x64.grad.numpy()).max()
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float64), x64.grad.numpy(),
+                               atol=3e-3 * gscale)
+
+
+@pytest.mark.parametrize("name,op", NORM_OPS, ids=[n for n, _ in NORM_OPS])
+@pytest.mark.parametrize("shape", [(0, 3, 4, 4), (2, 0, 4, 4)])
+def test_norms_zero_size(name, op, shape):
+    x = tg.tensor(np.zeros(shape), requires_grad=True)
+    with warnings.catch_warnings(action="error"):
+        y = op(x)
+        y.backward(tg.tensor(np.zeros(shape)))
+    assert y.shape == x.grad.shape == shape
