@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
 from . import tape
 from .device import Device, cpu, device_of_array, get_device
 from .dtypes import check_differentiable
-from .errors import DTypeError, GraphError, describe
+from .errors import ArgumentError, ArgumentTypeError, DTypeError, GraphError, ShapeError, describe
 from .tape import is_grad_enabled, no_grad
 
 __all__ = ["Tensor", "tensor", "set_default_dtype", "get_default_dtype"]
@@ -125,12 +126,19 @@ class Tensor:
     def dtype(self):
         return self.data.dtype
 
-    @property
-    def size(self):
-        return self.data.size
+    def size(self, dim=None):
+        """PyTorch's: the shape tuple, or ``size(dim)`` the length of one axis
+        (NumPy's element count is :meth:`numel`)."""
+        shape = self.data.shape
+        if dim is None:
+            return tuple(shape)
+        return shape[_one_axis("size", shape, dim)]
 
     def numel(self) -> int:
         return int(self.data.size)
+
+    def dim(self) -> int:
+        return self.data.ndim
 
     @property
     def is_leaf(self) -> bool:
@@ -232,7 +240,7 @@ class Tensor:
 
     def __len__(self):
         if self.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
+            raise ArgumentTypeError("len() of a 0-d tensor")
         return self.shape[0]
 
     def __iter__(self):
@@ -433,11 +441,52 @@ class Tensor:
     def var(self, axis=None, keepdims=False, ddof=0):
         return _ops.var(self, axis, keepdims, ddof)
 
-    def max(self, axis=None, keepdims=False):
+    def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """PyTorch's: ``x.max()`` the largest value; ``x.max(dim)`` the pair
+        ``(values, indices)`` along ``dim`` (the gradient goes to the chosen
+        index); ``x.max(other)`` the elementwise maximum. Values over several
+        axes at once: :meth:`amax`."""
+        return self._extreme("max", dim, keepdim, axis, keepdims)
+
+    def min(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """PyTorch's: ``x.min()``, ``values, indices = x.min(dim)``, ``x.min(other)``."""
+        return self._extreme("min", dim, keepdim, axis, keepdims)
+
+    def amax(self, axis=None, keepdims=False):
+        """Largest values over ``axis`` (an int or a tuple); ties share the gradient."""
         return _ops.max(self, axis, keepdims)
 
-    def min(self, axis=None, keepdims=False):
+    def amin(self, axis=None, keepdims=False):
         return _ops.min(self, axis, keepdims)
+
+    def _extreme(self, op, dim, keepdim, axis, keepdims):
+        dim = _alias(op, "dim", dim, "axis", axis)
+        keepdim = _alias(op, "keepdim", keepdim if keepdim else None, "keepdims", keepdims)
+        if isinstance(dim, Tensor):
+            return (_ops.maximum if op == "max" else _ops.minimum)(self, dim)
+        if dim is None:
+            if keepdim:
+                raise ArgumentError(f"{op}: keepdim needs a dim; for all axes use "
+                                    f"x.a{op}(keepdims=True)")
+            return _ops.max(self) if op == "max" else _ops.min(self)
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise ArgumentError(f"{op}: dim must be one int (PyTorch's max/min return values "
+                                f"and indices along one axis), got {dim!r}; use "
+                                f"x.a{op}(axis={dim!r}) for values over several axes")
+        d = _one_axis(op, self.shape, dim)
+        if self.shape[d] == 0:
+            raise ShapeError(f"{op}: cannot reduce the empty axis {d} of {describe(self)}")
+        pick = self.data.argmax if op == "max" else self.data.argmin
+        idx = pick(axis=d)
+        # values = x[i0, ..., idx, ..., ik]: an open grid over the other axes, so the
+        # gradient reaches the chosen element only (as PyTorch's max(dim))
+        grid = list(self.device.xp.indices(idx.shape, sparse=True))
+        grid.insert(d, idx)
+        values = self[tuple(grid)]
+        indices = _wrap(idx.astype(np.int64, copy=False), self.device, None, 0, False)
+        if keepdim:
+            values, indices = values.expand_dims(d), indices.expand_dims(d)
+        return ValuesIndices(values, indices)
 
     def logsumexp(self, axis=None, keepdims=False):
         return _ops.logsumexp(self, axis, keepdims)
@@ -521,6 +570,31 @@ class Tensor:
 
     def minimum(self, other):
         return _ops.minimum(self, other)
+
+
+class ValuesIndices(NamedTuple):
+    """What ``x.max(dim)`` / ``x.min(dim)`` return, as PyTorch's ``return_types``."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def _alias(op, name, value, numpy_name, numpy_value):
+    """PyTorch's ``dim=``/``keepdim=`` or NumPy's ``axis=``/``keepdims=``, not both."""
+    if numpy_value is None:
+        return value
+    if value is not None:
+        raise ArgumentError(f"{op}: pass {name}= or {numpy_name}=, not both (they mean the same)")
+    return numpy_value
+
+
+def _one_axis(op, shape, dim):
+    from .ops.reduction import normalize_axis
+
+    d = normalize_axis(op, shape, dim)
+    if d == ():
+        raise ShapeError(f"{op}: a 0-d tensor has no axis {dim}")
+    return d
 
 
 _NO_PARAMS: dict = {}

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.errors import DTypeError, GraphError, ShapeError
+from tapegrad.errors import ArgumentError, DTypeError, GraphError, ShapeError
 
 
 def test_python_floats_default_to_float32_and_arrays_keep_dtype():
@@ -147,3 +147,49 @@ def test_transpose_with_two_axes_swaps_them_as_in_pytorch():
     assert y.permute(1, 2, 0).shape == (3, 4, 2) == y.permute((1, 2, 0)).shape
     with pytest.raises(ShapeError, match="permute"):
         y.permute(0, 0, 1)
+
+
+def test_max_min_with_a_dim_return_values_and_indices_as_in_pytorch():
+    x = tg.tensor(np.array([[1.0, 5.0, 5.0], [7.0, 2.0, 3.0]]), requires_grad=True)
+    # before: out.max(1) returned the values, and `_, pred = out.max(1)` with a
+    # batch of 2 silently unpacked them
+    _, pred = x.max(1)
+    np.testing.assert_array_equal(pred.numpy(), [1, 0])
+    assert pred.dtype == np.int64
+    values, indices = x.min(dim=1, keepdim=True)
+    assert values.shape == indices.shape == (2, 1)
+    np.testing.assert_array_equal(values.numpy(), [[1.0], [2.0]])
+    x.max(1).values.sum().backward()  # the gradient goes to the chosen index only
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 1, 0], [1, 0, 0]])
+    assert x.max().item() == 7.0 and x.amax(axis=(0, 1)).item() == 7.0
+    np.testing.assert_array_equal(x.max(tg.tensor(np.full((2, 3), 4.0))).numpy(),
+                                  [[4, 5, 5], [7, 4, 4]])
+
+
+def test_max_min_argument_errors():
+    x = tg.ones(2, 3)
+    with pytest.raises(ArgumentError, match="not both"):
+        x.max(dim=1, axis=1)
+    with pytest.raises(ArgumentError, match="amax"):
+        x.max((0, 1))
+    with pytest.raises(ShapeError, match="empty axis"):
+        tg.ones(2, 0).max(1)
+    with pytest.raises(ShapeError, match="max: axis 2"):
+        x.max(2)
+
+
+def test_max_dim_matches_torch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(0).normal(size=(3, 4, 5))
+    for dim in (0, 1, -1):
+        v, i = tg.tensor(a).max(dim)
+        tv, ti = torch.tensor(a).max(dim)
+        np.testing.assert_array_equal(v.numpy(), tv.numpy())
+        np.testing.assert_array_equal(i.numpy(), ti.numpy())
+
+
+def test_size_is_pytorchs():
+    x = tg.ones(2, 3)
+    # before: x.size was NumPy's element count and x.size(0) raised "'int' object is not callable"
+    assert x.size() == (2, 3) and x.size(0) == 2 and x.size(-1) == 3
+    assert x.numel() == 6 and x.dim() == 2 and x.shape == (2, 3)

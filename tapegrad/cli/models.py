@@ -81,4 +81,4 @@ def build_model(name: str, data: str):
 
 
 def count_parameters(model) -> int:
-    return sum(int(p.size) for p in model.parameters())
+    return sum(p.numel() for p in model.parameters())
