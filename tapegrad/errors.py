@@ -36,6 +36,25 @@ class ArgumentError(TapegradError, ValueError):
     """An option has a value the op does not accept."""
 
 
+class ArgumentTypeError(TapegradError, TypeError):
+    """An argument has the wrong type (a dict where a Tensor goes, ...)."""
+
+
+class ArgumentKeyError(TapegradError, KeyError):
+    """A name is not a valid key (a module attribute name with a dot, ...)."""
+
+    def __str__(self):  # KeyError would show the message's repr
+        return str(self.args[0]) if self.args else ""
+
+
+class OutOfRangeError(TapegradError, IndexError):
+    """An index is out of range (of a Sequential, a ModuleList, ...)."""
+
+
+class NonFiniteError(TapegradError, RuntimeError):
+    """A value that must be finite is not (a gradient norm, a loss)."""
+
+
 class StateDictError(TapegradError, RuntimeError):
     """``load_state_dict`` found missing/unexpected keys or mismatched shapes."""
 

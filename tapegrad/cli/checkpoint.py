@@ -16,7 +16,7 @@ import zipfile
 
 import numpy as np
 
-from ..errors import TapegradError
+from ..errors import ArgumentError, TapegradError
 from .runfiles import _cannot
 from .settings import check_settings
 
@@ -52,26 +52,26 @@ def _array(v):
 
 def _check_model(state, where):
     if not isinstance(state, dict) or not state:
-        raise ValueError(f"{where}: expected a non-empty state dict")
+        raise ArgumentError(f"{where}: expected a non-empty state dict")
     for k, v in state.items():
         a = _array(v)
         if not isinstance(k, str) or not hasattr(a, "dtype"):
-            raise ValueError(f"{where}[{k!r}]: expected an array, got {type(v).__name__}")
+            raise ArgumentError(f"{where}[{k!r}]: expected an array, got {type(v).__name__}")
         if a.dtype.kind == "f" and not bool(np.isfinite(a).all()):
-            raise ValueError(f"{where}[{k!r}]: holds non-finite values (NaN or inf); "
+            raise ArgumentError(f"{where}[{k!r}]: holds non-finite values (NaN or inf); "
                              "the run diverged before this was saved")
 
 
 def _check_history(history, epoch, where):
     if not isinstance(history, list) or len(history) != epoch:
-        raise ValueError(f"{where}: expected a list of {epoch} per-epoch rows")
+        raise ArgumentError(f"{where}: expected a list of {epoch} per-epoch rows")
     for i, row in enumerate(history):
         if not isinstance(row, dict) or row.get("epoch") != i + 1:
-            raise ValueError(f"{where}[{i}]: expected the row of epoch {i + 1}")
+            raise ArgumentError(f"{where}[{i}]: expected the row of epoch {i + 1}")
         for k in METRIC_FIELDS[1:]:
             v = row.get(k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{where}[{i}].{k}: expected a finite number, got {v!r}")
+                raise ArgumentError(f"{where}[{i}].{k}: expected a finite number, got {v!r}")
 
 
 def validate(ckpt, path: str) -> dict:
@@ -87,13 +87,13 @@ def validate(ckpt, path: str) -> dict:
     try:
         epoch = ckpt["epoch"]
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"epoch: expected an integer >= 0, got {epoch!r}")
+            raise ArgumentError(f"epoch: expected an integer >= 0, got {epoch!r}")
         config = check_settings(ckpt["args"], "args")
         _check_model(ckpt["model"], "model")
         opt = ckpt["optimizer"]
         if not isinstance(opt, dict) or not isinstance(opt.get("state"), dict) \
                 or not isinstance(opt.get("param_groups"), list):
-            raise ValueError("optimizer: expected a dict with 'state' and 'param_groups'")
+            raise ArgumentError("optimizer: expected a dict with 'state' and 'param_groups'")
         if "history" in ckpt:
             _check_history(ckpt["history"], epoch, "history")
     except ValueError as exc:

@@ -11,6 +11,7 @@ import argparse
 import math
 import os
 
+from ..errors import ArgumentError
 from .models import DATA_SHAPES, MODELS
 
 # Defaults, tuned for the bundled digits: >= 97% test accuracy well within a
@@ -31,9 +32,9 @@ def _integer(minimum: int):
 
     def check(v):
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"expected {what}, got {v!r}")
+            raise ArgumentError(f"expected {what}, got {v!r}")
         if v < minimum:
-            raise ValueError(f"must be {what}, got {v}")
+            raise ArgumentError(f"must be {what}, got {v}")
         return v
     return check
 
@@ -43,9 +44,9 @@ def _number(minimum: float, strict: bool):
 
     def check(v):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"expected a number, got {v!r}")
+            raise ArgumentError(f"expected a number, got {v!r}")
         if not math.isfinite(v) or not (v > minimum if strict else v >= minimum):
-            raise ValueError(f"must be a finite number {bound}, got {v!r}")
+            raise ArgumentError(f"must be a finite number {bound}, got {v!r}")
         return float(v)
     return check
 
@@ -53,14 +54,14 @@ def _number(minimum: float, strict: bool):
 def _choice(options):
     def check(v):
         if v not in options:
-            raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
+            raise ArgumentError(f"expected one of {', '.join(options)}, got {v!r}")
         return v
     return check
 
 
 def _text(v):
     if not isinstance(v, str):
-        raise ValueError(f"expected a string, got {v!r}")
+        raise ArgumentError(f"expected a string, got {v!r}")
     return v
 
 
@@ -99,15 +100,15 @@ def check_settings(settings, where: str) -> dict:
     ``ValueError("<where>.<key>: why")`` on the first bad one. Unknown keys are
     kept but ignored by the CLI; missing optional keys take their defaults."""
     if not isinstance(settings, dict):
-        raise ValueError(f"{where}: expected a dict of settings, got {type(settings).__name__}")
+        raise ArgumentError(f"{where}: expected a dict of settings, got {type(settings).__name__}")
     for key in REQUIRED:
         if key not in settings:
-            raise ValueError(f"{where}.{key}: missing")
+            raise ArgumentError(f"{where}.{key}: missing")
     out = dict(settings)
     for key, check in CHECKS.items():
         if key in settings:
             try:
                 out[key] = check(settings[key])
             except ValueError as exc:
-                raise ValueError(f"{where}.{key}: {exc}") from None
+                raise ArgumentError(f"{where}.{key}: {exc}") from None
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from ..errors import OutOfRangeError
 from .module import Module
 
 __all__ = ["Sequential", "ModuleList"]
@@ -15,8 +16,8 @@ class _IndexedModules(Module):
     def _index(self, idx: int) -> int:
         n = len(self)
         if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range for {type(self).__name__} of "
-                             f"length {n}")
+            raise OutOfRangeError(f"index {idx} is out of range for {type(self).__name__} of "
+                                  f"length {n}")
         return idx % n
 
     def __len__(self):

@@ -13,8 +13,8 @@ __all__ = ["Conv2d", "ConvTranspose2d"]
 
 def _check_groups(name, in_channels, out_channels, groups):
     if groups < 1 or in_channels % groups or out_channels % groups:
-        raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
-                         f"({out_channels}) must both be divisible by groups ({groups})")
+        raise ArgumentError(f"{name}: in_channels ({in_channels}) and out_channels "
+                            f"({out_channels}) must both be divisible by groups ({groups})")
 
 
 class _ConvBase(Module):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import ops
+from ..errors import ArgumentError
 from ._util import default_reset, new_param
 from .module import Module
 
@@ -83,7 +84,7 @@ class Dropout(Module):
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+            raise ArgumentError(f"Dropout: p must be in [0, 1], got {p}")
         self.p = p
 
     def forward(self, x):

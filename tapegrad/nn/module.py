@@ -12,7 +12,7 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 
 from ..device import get_device
-from ..errors import StateDictError
+from ..errors import ArgumentKeyError, ArgumentTypeError, DTypeError, StateDictError
 from ..tape import no_grad
 from ..tensor import Tensor
 from .parameter import Parameter, move_array
@@ -68,19 +68,19 @@ class Module:
             modules[name] = value
         elif name in params:
             if value is not None:
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"cannot assign {type(value).__name__} to parameter {name!r} of "
                     f"{type(self).__name__}: wrap it as nn.Parameter(...) (or assign None)")
             params[name] = None
         elif name in buffers:
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign {type(value).__name__} to buffer {name!r}: "
-                                "expected a Tensor or None")
+                raise ArgumentTypeError(f"cannot assign {type(value).__name__} to buffer "
+                                        f"{name!r}: expected a Tensor or None")
             buffers[name] = value
         elif name in modules:
             if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} to submodule {name!r}: "
-                                "expected a Module or None")
+                raise ArgumentTypeError(f"cannot assign {type(value).__name__} to submodule "
+                                        f"{name!r}: expected a Module or None")
             modules[name] = None
         else:
             object.__setattr__(self, name, value)
@@ -114,8 +114,8 @@ class Module:
 
     def register_parameter(self, name: str, param) -> None:
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, got "
-                            f"{type(param).__name__}")
+            raise ArgumentTypeError(f"register_parameter: {name!r} must be a Parameter or None, "
+                                    f"got {type(param).__name__}")
         self._check_name(name)
         self._forget(name)
         self._parameters[name] = param
@@ -125,8 +125,8 @@ class Module:
         (BatchNorm's running statistics). ``persistent=False`` keeps it out
         of ``state_dict``."""
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None, got "
-                            f"{type(tensor).__name__}")
+            raise ArgumentTypeError(f"register_buffer: {name!r} must be a Tensor or None, got "
+                                    f"{type(tensor).__name__}")
         self._check_name(name)
         self._forget(name)
         self._buffers[name] = tensor
@@ -135,8 +135,8 @@ class Module:
 
     def add_module(self, name: str, module) -> None:
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module: {name!r} must be a Module or None, got "
-                            f"{type(module).__name__}")
+            raise ArgumentTypeError(f"add_module: {name!r} must be a Module or None, got "
+                                    f"{type(module).__name__}")
         self._check_name(name)
         self._forget(name)
         self._modules[name] = module
@@ -146,7 +146,8 @@ class Module:
     def _check_name(self, name):
         self._registry("_parameters")
         if not isinstance(name, str) or not name or "." in name:
-            raise KeyError(f"invalid attribute name {name!r}: a non-empty string without '.'")
+            raise ArgumentKeyError(f"invalid attribute name {name!r}: a non-empty string "
+                                   "without '.'")
 
     # --------------------------------------------------------------- traversal
     def named_modules(self, memo=None, prefix: str = ""):
@@ -210,7 +211,7 @@ class Module:
     def train(self, mode: bool = True):
         """Training mode (dropout active, BatchNorm uses batch statistics)."""
         if not isinstance(mode, bool):
-            raise TypeError(f"train(mode): mode must be a bool, got {type(mode).__name__}")
+            raise ArgumentTypeError(f"train(mode): mode must be a bool, got {type(mode).__name__}")
         for m in self.modules():
             m.__dict__["training"] = mode
         return self
@@ -271,7 +272,8 @@ class Module:
         ``(missing_keys, unexpected_keys)``.
         """
         if not hasattr(state_dict, "keys"):
-            raise TypeError(f"load_state_dict: expected a dict, got {type(state_dict).__name__}")
+            raise ArgumentTypeError(f"load_state_dict: expected a dict, got "
+                                    f"{type(state_dict).__name__}")
         targets = self._state_targets()
         missing = [k for k in targets if k not in state_dict]
         unexpected = [k for k in state_dict if k not in targets]
@@ -320,7 +322,7 @@ class Module:
         dev = get_device(device) if device is not None else None
         dt = np.dtype(dtype) if dtype is not None else None
         if dt is not None and dt.kind != "f":
-            raise TypeError(f"Module.to: dtype must be floating, got {dt}")
+            raise DTypeError(f"Module.to: dtype must be floating, got {dt}")
         with no_grad():
             for t in list(self.parameters()) + list(self.buffers()):
                 _move_in_place(t, dev, dt)

@@ -17,7 +17,7 @@ from copy import deepcopy
 
 import numpy as np
 
-from ..errors import ArgumentError, StateDictError, describe
+from ..errors import ArgumentError, ArgumentTypeError, StateDictError, describe
 from ..nn.parameter import move_array
 from ..tape import enable_grad, no_grad
 from ..tensor import Tensor
@@ -48,8 +48,9 @@ class Optimizer:
         self.state: dict = {}  # param -> dict (keyed by identity: Tensor hashes by id)
         self.param_groups: list[dict] = []
         if isinstance(params, Tensor):
-            raise TypeError("params must be an iterable of Tensors or of dicts, got a single "
-                            "Tensor: wrap it in a list, or pass model.parameters()")
+            raise ArgumentTypeError("params must be an iterable of Tensors or of dicts, got a "
+                                    "single Tensor: wrap it in a list, or pass "
+                                    "model.parameters()")
         groups = list(params)
         if not groups:
             raise ArgumentError(f"{type(self).__name__}: got an empty parameter list")
@@ -68,7 +69,8 @@ class Optimizer:
     def add_param_group(self, group: dict) -> None:
         """Add a group (a dict with ``"params"`` and per-group options)."""
         if not isinstance(group, dict):
-            raise TypeError(f"a param group must be a dict, got {type(group).__name__}")
+            raise ArgumentTypeError(f"a param group must be a dict, got "
+                                    f"{type(group).__name__}")
         group = dict(group)
         params = group.get("params")
         if params is None:
@@ -76,7 +78,8 @@ class Optimizer:
         params = [params] if isinstance(params, Tensor) else list(params)
         for p in params:
             if not isinstance(p, Tensor):
-                raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
+                raise ArgumentTypeError(f"optimizer can only optimize Tensors, got "
+                                        f"{type(p).__name__}")
             if not p.is_leaf:
                 raise ArgumentError("optimizer can't optimize a non-leaf Tensor (one computed "
                                     "by an op); optimize the leaves (parameters) instead")

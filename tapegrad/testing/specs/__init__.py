@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import ArgumentError
+
 FAMILIES = ("elementwise", "activation", "reduction", "shape", "linalg", "conv", "pool", "norm",
             "loss", "vl_loss", "dropout", "distance")
 
@@ -74,7 +76,7 @@ class OpSpec:
 
     def __post_init__(self):
         if self.zero_size is None and not self.zero_size_reason:
-            raise ValueError(f"OpSpec {self.id}: zero_size=None needs a zero_size_reason")
+            raise ArgumentError(f"OpSpec {self.id}: zero_size=None needs a zero_size_reason")
 
     @property
     def id(self) -> str:
