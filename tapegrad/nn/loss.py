@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 from .. import ops
+from ..ops.loss import _check_reduction
 from ..tensor import Tensor
 from .module import Module
 
 __all__ = ["CrossEntropyLoss", "MSELoss"]
-
-_REDUCTIONS = ("mean", "sum", "none")
-
-
-def _check_reduction(name, reduction):
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
 class CrossEntropyLoss(Module):

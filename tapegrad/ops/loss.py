@@ -18,6 +18,7 @@ from ..device import get_array_module
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
+from .reduction import acc_dtype, downcast, upcast
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits",
            "accuracy", "topk_error"]
@@ -49,16 +50,30 @@ def _check_reduction(op, reduction):
 
 
 def _plain_denominator(reduction, n):
-    """What a loss over ``n`` elements is divided by: n for "mean", 1 for
-    "sum", None for "none" (no reduction)."""
-    return None if reduction == "none" else (max(n, 1) if reduction == "mean" else 1)
+    """What a loss over ``n`` elements is divided by: n for "mean" (0 for no
+    elements: the mean is nan), 1 for "sum", None for "none" (no reduction)."""
+    return None if reduction == "none" else (n if reduction == "mean" else 1)
 
 
-def _reduced(ctx, loss, denom):
-    """A forward's result: per-element ``loss`` when ``denom`` is None, else
-    ``loss.sum() / denom`` as a 0-d array. Backward reads ``ctx.denom``."""
-    ctx.denom = denom
-    return loss if denom is None else ctx.xp.asarray(loss.sum() / denom)
+def _reduced(ctx, loss, denom, dtype):
+    """A forward's result in ``dtype``: per-element ``loss`` when ``denom`` is
+    None, else ``loss.sum() / denom`` as a 0-d array, summed in float32 for
+    float16. ``denom`` 0 is a mean over nothing: nan, as in PyTorch. Backward
+    reads ``ctx.denom`` (never 0: an empty batch has an empty gradient)."""
+    if denom is None:
+        ctx.denom = None
+        return downcast(loss, dtype)
+    ctx.denom = denom or 1
+    total = loss.sum(dtype=acc_dtype(loss.dtype))
+    total = total / denom if denom else total * ctx.xp.nan  # 0 * nan, without a warning
+    return downcast(ctx.xp.asarray(total), dtype)
+
+
+def _mean_count(n_valid, n):
+    """The "mean" divisor of ``n`` targets of which ``n_valid`` count: 1 when
+    all are ignored (the loss is 0, Caffe's clamp), 0 when there are none
+    (an empty batch: the mean is nan, as in PyTorch)."""
+    return n_valid or (1 if n else 0)
 
 
 def _check_float(op, x):
@@ -75,9 +90,9 @@ def _class_targets(op, x, t, ignore_index, xp):
     ``None`` when nothing is ignored. ``ignore_index=None`` ignores every
     negative target (the convention of :func:`loss`).
     """
-    if x.ndim < 2:
-        raise ShapeError(f"{op}: expected scores of shape (N, C) or (N, C, H, W, ...), got "
-                         f"{describe(x)}")
+    if x.ndim < 2 or x.shape[1] == 0:
+        raise ShapeError(f"{op}: expected scores of shape (N, C) or (N, C, H, W, ...) with "
+                         f"C >= 1 classes, got {describe(x)}")
     if t.dtype.kind not in "iu":
         raise DTypeError(f"{op}: targets must be integer class indices, got {describe(t)} "
                          f"(scores {describe(x)}); convert with .astype('int64')")
@@ -162,7 +177,7 @@ def _denominator(op, reduction, normalization, t, n_valid, wt, valid):
         if reduction != "mean":
             raise ArgumentError(f"{op}: pass either normalization={normalization!r} or "
                                 f"reduction={reduction!r}, not both")
-        if mode == "valid":
+        if mode == "valid":  # Caffe's normalizers are at least 1
             return max(n_valid, 1)
         if mode == "batch_size":
             return max(t.shape[0], 1)
@@ -175,9 +190,9 @@ def _denominator(op, reduction, normalization, t, n_valid, wt, valid):
     if reduction == "sum":
         return 1
     if wt is None:
-        return max(n_valid, 1)
-    total = float((wt if valid is None else wt * valid).sum())
-    return total if total != 0 else 1
+        return _mean_count(n_valid, t.size)
+    total = float((wt if valid is None else wt * valid).sum(dtype=acc_dtype(wt.dtype)))
+    return total if total != 0 else _mean_count(0, t.size)
 
 
 # ------------------------------------------------------------ cross entropy
@@ -190,6 +205,9 @@ class CrossEntropy(Function):
     @staticmethod
     def forward(ctx, x, t, valid=None, weight=None, smoothing=0.0, denom=1):
         xp = ctx.xp
+        dtype, x = x.dtype, upcast(x)  # float16: softmax and sums in float32, p too
+        if weight is not None:
+            weight = weight.astype(x.dtype, copy=False)
         sh = x - _class_max(x, xp)  # (N, C, *S), <= 0: exp cannot overflow
         e = xp.exp(sh)
         s = _class_sum(e, xp)  # (N, 1, *S), >= 1
@@ -214,7 +232,7 @@ class CrossEntropy(Function):
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(e / s, t, valid, wt, weight)
             ctx.smoothing = smoothing
-        return _reduced(ctx, loss, denom)
+        return _reduced(ctx, loss, denom, dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -253,8 +271,10 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
     (Caffe's SoftmaxWithLoss; overrides ``"mean"``) divides the sum by:
     ``"VALID"`` the count of non-ignored targets (= "mean" without weights),
     ``"BATCH_SIZE"`` N, ``"FULL"`` N*H*W (ignored ones included), ``"NONE"``
-    1 (= "sum"). Unlike PyTorch, nothing divides by 0: a batch whose targets
-    are all ignored gives loss 0 and gradient 0 (Caffe clamps likewise).
+    1 (= "sum"). Unlike PyTorch, a batch whose targets are all ignored gives
+    loss 0 and gradient 0, not nan (Caffe clamps likewise); an empty batch
+    (no targets at all) gives nan with ``"mean"``, as PyTorch does.
+    float16 logits are computed in float32 and the loss returned in float16.
     Unlike Caffe, the loss is exact (no clamp of ``p`` at FLT_MIN). ``weight``
     (one per class) is a constant: it gets no gradient.
 
@@ -272,7 +292,7 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
         raise ArgumentError(f"cross_entropy: label_smoothing must be in [0, 1], got "
                             f"{label_smoothing!r}")
     if normalization is None and reduction == "mean" and w is None:
-        denom = n_valid if n_valid else 1  # the common case, without the general checks
+        denom = _mean_count(n_valid, t.size)  # the common case, without the general checks
     else:
         denom = _denominator("cross_entropy", reduction, normalization, t, n_valid,
                              None if w is None else w[t], valid)
@@ -295,7 +315,7 @@ class NLLLoss(Function):
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(t, valid, wt)
             ctx.meta = (lp.shape, lp.dtype)
-        return _reduced(ctx, loss, denom)
+        return _reduced(ctx, loss, denom, lp.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -317,7 +337,8 @@ def nll_loss(log_probs, target, weight=None, ignore_index=-100, reduction="mean"
     """Negative log-likelihood of 0-based integer targets under log-probabilities
     ``(N, C[, H, W, ...])``: ``-w[t_i] * log_probs[i, t_i]``, reduced as in
     :func:`cross_entropy` (``"mean"`` divides by the summed weights of the
-    non-ignored targets; all ignored gives 0, not NaN).
+    non-ignored targets; all ignored gives 0, not NaN; an empty batch gives
+    NaN, as in PyTorch).
 
     >>> ops.nll_loss(ops.log_softmax(x), np.array([2, 0]))
     """
@@ -342,7 +363,7 @@ class MSELoss(Function):
         d = x - y
         loss = d * d
         ctx.save_for_backward(x, y)
-        return _reduced(ctx, loss, denom)
+        return _reduced(ctx, loss, denom, loss.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -393,7 +414,7 @@ class BCEWithLogits(Function):
         if weight is not None:
             loss = loss * weight
         ctx.save_for_backward(x, t, weight, pos_weight)
-        return _reduced(ctx, loss, denom)
+        return _reduced(ctx, loss, denom, loss.dtype)
 
     @staticmethod
     def backward(ctx, g):

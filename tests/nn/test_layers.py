@@ -249,3 +249,34 @@ def test_losses_match_functional():
                                   ops.mse_loss(a, b, "sum").numpy())
     with pytest.raises(ValueError, match="reduction"):
         nn.MSELoss("avg")
+
+
+@pytest.mark.parametrize("layer", [nn.CrossEntropyLoss, nn.MSELoss])
+def test_loss_layer_reduction_error_is_an_argument_error(layer):
+    with pytest.raises(ArgumentError, match=rf"{layer.__name__}: reduction must be one of"):
+        layer(reduction="avg")
+
+
+def test_batch_norm_layers_take_an_empty_batch():
+    bn = nn.BatchNorm2d(3)
+    rm, rv = bn.running_mean.numpy().copy(), bn.running_var.numpy().copy()
+    x = tg.tensor(np.zeros((0, 3, 4, 4), np.float32), requires_grad=True)
+    y = bn(x)  # training: no batch statistics, the running ones stay
+    y.sum().backward()
+    assert y.shape == x.grad.shape == (0, 3, 4, 4)
+    np.testing.assert_array_equal(bn.weight.grad.numpy(), np.zeros(3, np.float32))
+    np.testing.assert_array_equal(bn.running_mean.numpy(), rm)
+    np.testing.assert_array_equal(bn.running_var.numpy(), rv)
+    bn1 = nn.BatchNorm1d(3).eval()
+    assert bn1(tg.tensor(np.zeros((0, 3), np.float32))).shape == (0, 3)
+
+
+def test_batch_norm_layer_float16():
+    bn = nn.BatchNorm1d(4, dtype=np.float16)
+    x16 = (np.random.default_rng(3).normal(size=(4096, 4)) * 100).astype(np.float16)
+    y = bn(tg.tensor(x16))
+    assert y.dtype == bn.running_var.dtype == np.float16
+    assert np.all(np.isfinite(y.numpy()))
+    np.testing.assert_allclose(y.numpy().astype(np.float64).std(axis=0), np.ones(4), rtol=2e-3)
+    want = 0.9 + 0.1 * x16.astype(np.float64).var(axis=0, ddof=1)
+    np.testing.assert_allclose(bn.running_var.numpy().astype(np.float64), want, rtol=2e-3)

@@ -3,6 +3,7 @@ against direct loops and closed forms, Caffe and MatConvNet conventions,
 PyTorch agreement (when torch is importable), stability, and errors."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -410,3 +411,90 @@ def test_mse_and_bce_errors():
                                              pos_weight=np.ones(2))
     with pytest.raises(ArgumentError, match=rf"{op}: reduction"):
         ops.binary_cross_entropy_with_logits(_t(np.zeros(3)), np.zeros(3), reduction=None)
+
+
+# ------------------------------------------------------- empty batches
+
+EMPTY_LOSSES = [
+    ("cross_entropy", lambda x: ops.cross_entropy(x, np.zeros(len(x), np.int64)), (0, 3)),
+    ("cross_entropy spatial",
+     lambda x: ops.cross_entropy(x, np.zeros((2, 0), np.int64)), (2, 3, 0)),
+    ("cross_entropy weight",
+     lambda x: ops.cross_entropy(x, np.zeros(0, np.int64), weight=np.ones(3)), (0, 3)),
+    ("nll_loss", lambda x: ops.nll_loss(x, np.zeros(0, np.int64)), (0, 3)),
+    ("mse_loss", lambda x: ops.mse_loss(x, np.zeros((0, 3))), (0, 3)),
+    ("bce_with_logits",
+     lambda x: ops.binary_cross_entropy_with_logits(x, np.zeros((0, 3))), (0, 3)),
+]
+
+
+@pytest.mark.parametrize("name,loss,shape", EMPTY_LOSSES, ids=[e[0] for e in EMPTY_LOSSES])
+def test_empty_batch_mean_is_nan_like_pytorch(name, loss, shape):
+    x = _t(np.zeros(shape), True)
+    with warnings.catch_warnings(action="error"):
+        out = loss(x)
+        assert out.shape == () and np.isnan(out.item())  # the mean of nothing
+        out.backward()
+    assert x.grad.shape == shape
+
+
+@pytest.mark.parametrize("name,loss,shape", EMPTY_LOSSES, ids=[e[0] for e in EMPTY_LOSSES])
+def test_empty_batch_mean_against_torch(name, loss, shape):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    z = torch.zeros(shape, dtype=torch.float64)
+    t = torch.zeros(shape[:1] + shape[2:], dtype=torch.long)
+    theirs = {"cross_entropy": lambda: F.cross_entropy(z, t),
+              "cross_entropy spatial": lambda: F.cross_entropy(z, t),
+              "cross_entropy weight": lambda: F.cross_entropy(z, t, weight=torch.ones(3).double()),
+              "nll_loss": lambda: F.nll_loss(z, t), "mse_loss": lambda: F.mse_loss(z, z),
+              "bce_with_logits": lambda: F.binary_cross_entropy_with_logits(z, z)}[name]()
+    assert math.isnan(theirs.item()) and np.isnan(loss(_t(np.zeros(shape))).item())
+
+
+def test_empty_batch_sum_and_none():
+    x = _t(np.zeros((0, 3)), True)
+    t = np.zeros(0, np.int64)
+    assert ops.cross_entropy(x, t, reduction="sum").item() == 0.0
+    assert ops.cross_entropy(x, t, reduction="none").shape == (0,)
+    assert ops.mse_loss(x, np.zeros((0, 3)), reduction="sum").item() == 0.0
+    ops.nll_loss(x, t, reduction="sum").backward()
+    assert x.grad.shape == (0, 3)
+
+
+def test_cross_entropy_needs_a_class():
+    with pytest.raises(ShapeError, match=r"cross_entropy: .*C >= 1 classes, got \(0, 0\)"):
+        ops.cross_entropy(_t(np.zeros((0, 0))), np.zeros(0, np.int64))
+
+
+# ------------------------------------------------------------ float16
+
+
+def test_float16_cross_entropy_sums_in_float32():
+    # 10000 positions of loss log(1000) = 6.9: a float16 sum (69000) would overflow
+    x16 = np.random.default_rng(0).normal(scale=0.1, size=(10000, 1000)).astype(np.float16)
+    t = np.random.default_rng(1).integers(0, 1000, 10000)
+    x = _t(x16, True)
+    out = ops.cross_entropy(x, t)
+    assert out.dtype == np.float16
+    want = ops.cross_entropy(_t(x16.astype(np.float64)), t).item()
+    assert out.item() == pytest.approx(want, rel=1e-3)
+    out.backward()
+    assert x.grad.dtype == np.float16 and np.all(np.isfinite(x.grad.numpy()))
+    g64 = _t(x16.astype(np.float64), True)
+    ops.cross_entropy(g64, t).backward()
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float64), g64.grad.numpy(),
+                               atol=1e-3 * np.abs(g64.grad.numpy()).max())
+
+
+@pytest.mark.parametrize("loss", [
+    lambda x: ops.mse_loss(x, np.zeros(x.shape, x.dtype)),
+    lambda x: ops.nll_loss(x, np.zeros(len(x), np.int64)),
+    lambda x: ops.binary_cross_entropy_with_logits(x, np.zeros(x.shape, x.dtype)),
+], ids=["mse_loss", "nll_loss", "bce_with_logits"])
+def test_float16_losses_sum_in_float32(loss):
+    # per-element losses of 8 to 64 over 10000-20000 elements: a float16 sum overflows
+    x16 = np.full((10000, 2), 8.0, np.float16)
+    out = loss(_t(x16))
+    assert out.dtype == np.float16
+    assert out.item() == pytest.approx(loss(_t(x16.astype(np.float64))).item(), rel=1e-3)
