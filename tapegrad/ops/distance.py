@@ -7,6 +7,7 @@ import numpy as np
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
+from .reduction import downcast, upcast
 
 __all__ = ["pdist"]
 
@@ -17,7 +18,8 @@ class PDist(Function):
     @staticmethod
     def forward(ctx, x, x0, p=2.0, no_root=False, epsilon=1e-6, aggregate=False, weights=None):
         xp = ctx.xp
-        d = x - x0  # (N, C, *S): x0 broadcasts to x
+        dtype = x.dtype
+        d = upcast(x) - upcast(x0)  # (N, C, *S): x0 broadcasts to x; float16 in float32
         if p == 1:
             s = xp.abs(d).sum(axis=1, keepdims=True)  # (N, 1, *S)
             y = s
@@ -33,8 +35,8 @@ class PDist(Function):
             ctx.save_for_backward(d, s, weights)
             ctx.opts = (p, no_root, epsilon)
         if aggregate:
-            return xp.asarray(y.sum())
-        return y
+            return downcast(xp.asarray(y.sum()), dtype)
+        return downcast(y, dtype)
 
     @staticmethod
     def backward(ctx, g):

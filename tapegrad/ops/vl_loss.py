@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from .loss import _check_float, _class_targets, _const, _gather, _onehot, _tensor, _topk_wrong
+from .reduction import upcast
 
 __all__ = ["loss"]
 
@@ -25,6 +26,11 @@ class VLLoss(Function):
     @staticmethod
     def forward(ctx, x, c, kind="softmaxlog", weights=None, topk=5, threshold=0.0):
         xp = ctx.xp
+        dtype, x = x.dtype, upcast(x)  # float16: the terms and their sum in float32
+        if weights is not None:
+            weights = weights.astype(x.dtype, copy=False)
+        if kind in _BINARY:
+            c = c.astype(x.dtype, copy=False)
         ctx.kind = kind
         if kind in _CATEGORICAL:
             xc = _gather(x, c, xp)  # (N, *S): the target class' score
@@ -62,7 +68,7 @@ class VLLoss(Function):
             ctx.save_for_backward(x, c, weights)
         ctx.meta = (x.shape, x.dtype)
         total = (t * weights).sum() if weights is not None else t.sum()
-        return xp.asarray(total, dtype=x.dtype)
+        return xp.asarray(total, dtype=dtype)
 
     @staticmethod
     def backward(ctx, g):

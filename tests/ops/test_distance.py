@@ -134,3 +134,29 @@ def test_pdist_errors():
     with pytest.raises(ShapeError, match=r"pdist: instance_weights \(3,\) float64 must "
                                          r"broadcast to the output's shape \(2, 1, 2, 2\)"):
         ops.pdist(x, np.zeros((2, 3, 2, 2)), instance_weights=np.ones(3))
+
+
+def test_float16_pdist_sums_in_float32():
+    # 20 channels of difference 100: the float16 sum of squares (2e5) overflows, the
+    # distance (447) does not
+    x16 = np.full((2, 20, 3), 100, np.float16)
+    x = _t(x16, True)
+    for kw in (dict(), dict(p=3), dict(aggregate=True)):
+        y = ops.pdist(x, np.zeros_like(x16), **kw)
+        assert y.dtype == np.float16
+        want = ops.pdist(_t(x16.astype(np.float64)), np.zeros(x16.shape), **kw).numpy()
+        np.testing.assert_allclose(y.numpy().astype(np.float64), want, rtol=1e-3)
+    ops.pdist(x, np.zeros_like(x16)).sum().backward()
+    assert x.grad.dtype == np.float16
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float64), 1 / np.sqrt(20), rtol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (0, 3, 2, 2), (2, 0, 2)])
+def test_pdist_zero_size(shape):
+    x = _t(np.zeros(shape), True)
+    x0 = _t(np.zeros(shape), True)
+    y = ops.pdist(x, x0)
+    assert y.shape == shape[:1] + (1,) + shape[2:]
+    y.sum().backward()
+    assert x.grad.shape == x0.grad.shape == shape
+    assert ops.pdist(_t(np.zeros(shape)), np.zeros(shape), aggregate=True).item() == 0.0

@@ -187,3 +187,29 @@ def test_vl_nnloss_errors():
         ops.loss(x, np.array([0, 1]), kind="topkerror", topk=0)
     with pytest.raises(ShapeError, match=r"loss\(kind='softmaxlog'\): expected scores"):
         ops.loss(_t(np.zeros(3)), np.array([0]))
+
+
+def test_float16_softmaxlog_in_float32():
+    # 70000 classes of nearly equal scores: the float16 sum of exponentials overflows
+    x16 = np.random.default_rng(0).normal(scale=0.01, size=(2, 70000)).astype(np.float16)
+    c = np.array([5, 70])
+    x = _t(x16, True)
+    out = ops.loss(x, c, kind="softmaxlog")
+    assert out.dtype == np.float16
+    want, gwant = ref_vl_loss(x16.astype(np.float64), c, "softmaxlog")
+    assert out.item() == pytest.approx(want, rel=1e-3)
+    out.backward()
+    assert x.grad.dtype == np.float16
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float64), gwant, atol=1e-3)
+
+
+@pytest.mark.parametrize("kind", ["classerror", "topkerror", "log", "softmaxlog", "mhinge",
+                                  "mshinge", "binaryerror", "binarylog", "logistic", "hinge"])
+def test_empty_batch_sums_to_zero(kind):
+    x = _t(np.full((0, 3, 2, 2), 0.5), True)
+    binary = kind in ("binaryerror", "binarylog", "logistic", "hinge")
+    c = np.ones((0, 3, 2, 2)) if binary else np.zeros(0, np.int64)
+    out = ops.loss(x, c, kind=kind)
+    assert out.item() == 0.0  # a sum over nothing
+    out.backward()
+    assert x.grad.shape == (0, 3, 2, 2)
