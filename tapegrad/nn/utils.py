@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..ops.reduction import upcast
 from ..tensor import Tensor, _wrap
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
@@ -21,7 +22,9 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
     most ``max_norm`` (coefficient ``max_norm / (total + 1e-6)``, capped at 1).
 
     Returns the total norm before clipping as a 0-d Tensor (float32 or the
-    gradients' dtype). Runs on raw arrays; nothing is recorded.
+    gradients' dtype). Runs on raw arrays; nothing is recorded. float16
+    gradients are measured in float32, as in PyTorch (``[260.] * 4`` has norm
+    520, though 260**2 overflows float16).
     """
     grads = _grads(parameters)
     norm_type = float(norm_type)
@@ -29,20 +32,24 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
         from ..creation import zeros
         return zeros(())
     xp, dev = grads[0].device.xp, grads[0].device
+    dtype = grads[0].dtype
     with dev.use():
-        if math.isinf(norm_type):
-            norms = [xp.abs(g.data).max() for g in grads]
-            total = xp.max(xp.stack(norms)).astype(grads[0].dtype)
+        # empty gradients add nothing to the norm (and have no max)
+        absolute = [xp.abs(upcast(g.data)) for g in grads if g.data.size]
+        if not absolute:
+            total = xp.zeros((), dtype)
+        elif math.isinf(norm_type):
+            total = xp.max(xp.stack([a.max() for a in absolute]))
         else:
-            norms = [(xp.abs(g.data) ** norm_type).sum() for g in grads]
-            total = (xp.sum(xp.stack(norms)) ** (1.0 / norm_type)).astype(grads[0].dtype)
+            norms = [(a ** norm_type).sum() for a in absolute]
+            total = xp.sum(xp.stack(norms)) ** (1.0 / norm_type)
         if error_if_nonfinite and not bool(xp.isfinite(total)):
             raise RuntimeError(f"clip_grad_norm_: the total gradient norm is {float(total)}; "
                                "pass error_if_nonfinite=False to clip anyway")
         coef = xp.minimum(max_norm / (total + 1e-6), 1.0)
         for g in grads:
             g.data *= coef.astype(g.dtype)
-    return _wrap(xp.asarray(total), dev, None, 0, False)
+    return _wrap(xp.asarray(total.astype(dtype)), dev, None, 0, False)
 
 
 def clip_grad_value_(parameters, clip_value: float) -> None:

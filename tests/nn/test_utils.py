@@ -65,3 +65,37 @@ def test_clip_grad_value():
     for p in ps:
         if p.grad is not None:
             assert np.abs(p.grad.numpy()).max() <= 0.5
+
+
+def test_clip_grad_norm_float16_measures_in_float32():
+    # 260**2 overflows float16; PyTorch returns 520 and scales the gradients to 0.5
+    p = nn.Parameter(tg.tensor(np.zeros(4, np.float16)))
+    p.grad = tg.tensor(np.full(4, 260, np.float16))
+    total = clip_grad_norm_([p], 1.0)
+    assert total.dtype == np.float16 and float(total) == 520.0
+    np.testing.assert_allclose(p.grad.numpy(), np.full(4, 0.5), rtol=1e-3)
+    assert p.grad.dtype == np.float16
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, math.inf])
+def test_clip_grad_norm_skips_empty_gradients(norm_type):
+    ps = [nn.Parameter(tg.zeros(0, 3)), nn.Parameter(tg.zeros(2))]
+    ps[0].grad = tg.zeros(0, 3)
+    ps[1].grad = tg.tensor(np.array([3.0, -4.0], np.float32))
+    want = {2.0: 5.0, 1.0: 7.0, math.inf: 4.0}[norm_type]
+    assert float(clip_grad_norm_(ps, 100.0, norm_type)) == pytest.approx(want)
+    only_empty = nn.Parameter(tg.zeros(0))
+    only_empty.grad = tg.zeros(0)
+    assert float(clip_grad_norm_([only_empty], 1.0, norm_type)) == 0.0
+
+
+def test_clip_grad_norm_float16_against_torch():
+    torch = pytest.importorskip("torch")
+    g = (np.random.default_rng(4).normal(size=100) * 300).astype(np.float16)
+    p = nn.Parameter(tg.tensor(np.zeros(100, np.float16)))
+    p.grad = tg.tensor(g.copy())
+    tp = torch.zeros(100, dtype=torch.float16, requires_grad=True)
+    tp.grad = torch.from_numpy(g.copy())
+    assert float(clip_grad_norm_([p], 2.0)) == pytest.approx(
+        float(torch.nn.utils.clip_grad_norm_([tp], 2.0)), rel=1e-3)
+    np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-3, atol=1e-4)
