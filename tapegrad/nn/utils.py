@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import NonFiniteError
 from ..ops.reduction import upcast
 from ..tensor import Tensor, _wrap
 
@@ -44,7 +45,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
             norms = [(a ** norm_type).sum() for a in absolute]
             total = xp.sum(xp.stack(norms)) ** (1.0 / norm_type)
         if error_if_nonfinite and not bool(xp.isfinite(total)):
-            raise RuntimeError(f"clip_grad_norm_: the total gradient norm is {float(total)}; "
+            raise NonFiniteError(f"clip_grad_norm_: the total gradient norm is {float(total)}; "
                                "pass error_if_nonfinite=False to clip anyway")
         coef = xp.minimum(max_norm / (total + 1e-6), 1.0)
         for g in grads:

@@ -7,6 +7,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad import nn
+from tapegrad.errors import NonFiniteError
 from tapegrad.nn.utils import clip_grad_norm_, clip_grad_value_
 
 
@@ -99,3 +100,11 @@ def test_clip_grad_norm_float16_against_torch():
     assert float(clip_grad_norm_([p], 2.0)) == pytest.approx(
         float(torch.nn.utils.clip_grad_norm_([tp], 2.0)), rel=1e-3)
     np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-3, atol=1e-4)
+
+
+def test_clip_grad_norm_nonfinite_error():
+    p = nn.Parameter(tg.zeros(2))
+    p.grad = tg.tensor(np.array([np.inf, 1.0], np.float32))
+    with pytest.raises(NonFiniteError, match=r"clip_grad_norm_: the total gradient norm is inf"):
+        clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
+    assert issubclass(NonFiniteError, RuntimeError)  # PyTorch raises a RuntimeError

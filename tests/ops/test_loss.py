@@ -51,14 +51,17 @@ def ref_cross_entropy(x, t, weight=None, ignore_index=IGN, reduction="mean",
     losses = np.array(losses).reshape(t.shape)
     total = float(losses.sum())
     if normalization is not None:
-        div = {"valid": max(n_valid, 1), "batch_size": t.shape[0], "full": t.size,
-               "none": 1}[normalization.lower()]
+        # Caffe's normalizers are at least 1
+        div = {"valid": max(n_valid, 1), "batch_size": max(t.shape[0], 1),
+               "full": max(t.size, 1), "none": 1}[normalization.lower()]
         return total / div
     if reduction == "none":
         return losses
     if reduction == "sum":
         return total
-    return total / (wsum if weight is not None else n_valid) if n_valid else 0.0
+    if t.size == 0:
+        return math.nan  # the mean over an empty batch, as in PyTorch
+    return total / (wsum if weight is not None else n_valid) if n_valid else 0.0  # all ignored
 
 
 def _softmax(x):
