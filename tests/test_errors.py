@@ -53,3 +53,52 @@ def test_no_assert_on_user_input_paths():
 
 def test_describe():
     assert errors.describe(np.zeros((2, 3), np.float32), 1.0) == "(2, 3) float32, float"
+
+
+# exceptions that are protocol, not user-input errors: getattr's AttributeError,
+# the abstract methods' NotImplementedError, and the reader's internal EOFError
+# (caught and turned into a SerializationError naming the file), and a held Ctrl-C re-raised
+_PROTOCOL = {"AttributeError", "NotImplementedError", "EOFError", "KeyboardInterrupt"}
+
+
+def test_every_raise_in_the_package_is_a_tapegrad_error():
+    """nn and optim used to raise 19 plain ValueError/TypeErrors: every error a
+    user can cause derives from TapegradError (and from the builtin one)."""
+    import ast
+    import builtins
+    import pathlib
+
+    root = pathlib.Path(tg.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+                name = getattr(exc, "id", None)
+                if name in vars(builtins) and name not in _PROTOCOL:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} raises {name}")
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("cls, builtin", [
+    (errors.ArgumentError, ValueError), (errors.ArgumentTypeError, TypeError),
+    (errors.ArgumentKeyError, KeyError), (errors.OutOfRangeError, IndexError),
+    (errors.NonFiniteError, RuntimeError), (errors.DTypeError, TypeError),
+])
+def test_error_classes_are_also_the_matching_builtin(cls, builtin):
+    assert issubclass(cls, errors.TapegradError) and issubclass(cls, builtin)
+
+
+def test_nn_and_optim_errors_are_tapegrad_errors():
+    from tapegrad import nn, optim
+
+    with pytest.raises(errors.ArgumentError):
+        nn.Dropout(1.5)
+    with pytest.raises(errors.ArgumentError):
+        nn.Conv2d(3, 4, 3, groups=2)
+    with pytest.raises(errors.OutOfRangeError):
+        nn.Sequential(nn.ReLU())[3]
+    with pytest.raises(errors.ArgumentTypeError):
+        optim.SGD(tg.zeros(2, requires_grad=True), lr=0.1)
+    with pytest.raises(errors.ArgumentKeyError, match="without '.'"):
+        nn.Module().register_buffer("a.b", tg.zeros(1))

@@ -60,12 +60,12 @@ class Tanh(Module):
 
 
 class Softmax(Module):
-    """Softmax along ``dim`` (default 1, the channel axis).
+    """Softmax along ``dim`` (default: axis 1, the channels, or 0 for a 1-D input).
 
     >>> nn.Softmax(dim=1)(logits)
     """
 
-    def __init__(self, dim: int = 1):
+    def __init__(self, dim: int | None = None):
         super().__init__()
         self.dim = dim
 

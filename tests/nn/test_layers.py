@@ -280,3 +280,11 @@ def test_batch_norm_layer_float16():
     np.testing.assert_allclose(y.numpy().astype(np.float64).std(axis=0), np.ones(4), rtol=2e-3)
     want = 0.9 + 0.1 * x16.astype(np.float64).var(axis=0, ddof=1)
     np.testing.assert_allclose(bn.running_var.numpy().astype(np.float64), want, rtol=2e-3)
+
+
+def test_softmax_layers_default_to_the_ops_axis():
+    # before: nn.Softmax() used dim=1 and raised on a 1-D input, where ops.softmax works
+    x = tg.tensor([1.0, 2.0])
+    np.testing.assert_allclose(nn.Softmax()(x).numpy(), ops.softmax(x).numpy())
+    want = np.log(np.full((2, 3), 1 / 3))
+    np.testing.assert_allclose(nn.LogSoftmax()(tg.ones(2, 3)).numpy(), want, rtol=1e-6)

@@ -117,16 +117,7 @@ LOOP_REFERENCES = {
 INVARIANTS = ("float32", "no_mutation", "zero_size", "reference", "float16")
 
 # (spec id, invariant) -> what fails today. Strict: delete the entry once fixed.
-_CE_EMPTY = ("nan (ops/loss.py: the mean over an empty batch is nan, as in PyTorch), but "
-             "ref_cross_entropy (tests/ops/test_loss.py) returns 0 when no target counts")
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("cross_entropy", "zero_size"): _CE_EMPTY,
-    ("cross_entropy[weight+smoothing]", "zero_size"): _CE_EMPTY,
-    ("cross_entropy[spatial weight]", "zero_size"): _CE_EMPTY,
-    ("cross_entropy[caffe FULL]", "zero_size"): (
-        "ref_cross_entropy (tests/ops/test_loss.py) divides by t.size == 0: ZeroDivisionError "
-        "(the op gives 0: Caffe's normalizer is at least 1)"),
-}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
 
 def _applies(invariant, spec):
