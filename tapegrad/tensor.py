@@ -153,6 +153,11 @@ class Tensor:
         """Bumped by every in-place change (shared with views)."""
         return self._version[0]
 
+    def _bump_version(self) -> None:
+        """Record an in-place change of the data (the one place that does): a tape
+        entry that saved the old values then refuses to run backward."""
+        self._version[0] += 1
+
     @property
     def T(self):
         return self.transpose()
@@ -298,7 +303,7 @@ class Tensor:
                              f"a tensor of dtype {self.dtype} (as in PyTorch); use an "
                              "out-of-place op, or convert the tensor first")
         self.data[...] = out.data
-        self._version[0] += 1
+        self._bump_version()
         if involved:
             self._node, self._out_nr, self.requires_grad = out._node, out._out_nr, True
         return self
@@ -337,7 +342,7 @@ class Tensor:
     def fill_(self, value):
         with no_grad():
             self.data[...] = value
-        self._version[0] += 1
+        self._bump_version()
         return self
 
     def zero_(self):

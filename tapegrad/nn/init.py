@@ -66,7 +66,7 @@ def _write(tensor, values):
     dev = tensor.device
     with dev.use():
         tensor.data[...] = values.astype(tensor.dtype, copy=False)
-    tensor._version[0] += 1
+    tensor._bump_version()
     return tensor
 
 
@@ -84,7 +84,7 @@ def normal_(tensor, mean: float = 0.0, std: float = 1.0):
 
 def constant_(tensor, val: float):
     tensor.data[...] = val
-    tensor._version[0] += 1
+    tensor._bump_version()
     return tensor
 
 

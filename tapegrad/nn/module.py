@@ -311,7 +311,7 @@ class Module:
         with no_grad():
             for (t, _), a in zip(plan, arrays):
                 t.data[...] = a
-                t._version[0] += 1
+                t._bump_version()
         return IncompatibleKeys(missing, unexpected)
 
     # -------------------------------------------------------------- devices
@@ -369,4 +369,4 @@ def _move_in_place(t, dev, dt):
     if new is not t.data:
         t.data = new
         t.device = target
-        t._version[0] += 1  # a graph that saved the old array must not run backward
+        t._bump_version()  # a graph that saved the old array must not run backward

@@ -65,7 +65,7 @@ class _BatchNorm(Module):
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             self.num_batches_tracked.data[...] += 1
-            self.num_batches_tracked._version[0] += 1
+            self.num_batches_tracked._bump_version()
             if self.momentum is None:  # cumulative moving average
                 momentum = 1.0 / int(self.num_batches_tracked.data)
         use_batch = self.training or not self.track_running_stats

@@ -208,7 +208,7 @@ def _ema(t, value, momentum):
     the tensor's version (no gradient flows through running statistics)."""
     data = t.data
     data[...] = data * (1 - momentum) + value.astype(data.dtype, copy=False) * momentum
-    t._version[0] += 1
+    t._bump_version()
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,

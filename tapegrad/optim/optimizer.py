@@ -128,7 +128,7 @@ class Optimizer:
                     state = self.state.setdefault(p, {})
                     with p.device.use():
                         self._update(p.data, p.grad.data, state, group)
-                    p._version[0] += 1
+                    p._bump_version()
         return loss
 
     def _update(self, p, grad, state, group) -> None:
