@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import ops
-from ..ops.loss import _check_reduction
+from ..ops.losses import _check_reduction
 from ..tensor import Tensor
 from .module import Module
 

@@ -2,28 +2,28 @@
 side by side. Everything here is also reachable as ``tapegrad.ops.NAME``.
 
 Families: elementwise, activation, reduction, shape, linalg (the core), and
-the layer set: conv, pool, norm, loss, vl_loss (MatConvNet's vl_nnloss),
-dropout, distance.
+the layer set: conv, pool, normalization, losses, vl_loss (MatConvNet's
+vl_nnloss), dropout, distance. No family module shares a name with an op
+(``ops.loss`` is MatConvNet's loss function, ``ops.norm`` a vector norm).
 """
 
 from . import (
-               activation,
-               conv,
-               distance,
-               dropout,
-               elementwise,
-               linalg,
-               loss,
-               norm,
-               pool,
-               reduction,
-               shape,
-               vl_loss,
+    activation,
+    conv,
+    distance,
+    dropout,
+    elementwise,
+    linalg,
+    losses,
+    normalization,
+    pool,
+    reduction,
+    shape,
+    vl_loss,
 )
 
-# bound before the star imports: ops.loss (the function) shadows the module name
-FAMILIES = (elementwise, activation, reduction, shape, linalg, conv, pool, norm, loss, vl_loss,
-            dropout, distance)
+FAMILIES = (elementwise, activation, reduction, shape, linalg, conv, pool, normalization, losses,
+            vl_loss, dropout, distance)
 __all__ = [name for fam in FAMILIES for name in fam.__all__]
 
 from .activation import *  # noqa: E402, F403
@@ -33,8 +33,8 @@ from .dropout import *  # noqa: E402, F403
 from .elementwise import *  # noqa: E402, F403
 from .elementwise import Add, Div, Mul, Neg, Pow, Sub  # noqa: E402, F401  (Tensor operators)
 from .linalg import *  # noqa: E402, F403
-from .loss import *  # noqa: E402, F403
-from .norm import *  # noqa: E402, F403
+from .losses import *  # noqa: E402, F403
+from .normalization import *  # noqa: E402, F403
 from .pool import *  # noqa: E402, F403
 from .reduction import *  # noqa: E402, F403
 from .shape import *  # noqa: E402, F403

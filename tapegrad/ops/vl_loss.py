@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
-from .loss import _check_float, _class_targets, _const, _gather, _onehot, _tensor, _topk_wrong
+from .losses import _check_float, _class_targets, _const, _gather, _onehot, _tensor, _topk_wrong
 from .reduction import upcast
 
 __all__ = ["loss"]

@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 from test_conv import ref_conv2d, ref_conv_transpose2d
 from test_distance import ref_pdist
-from test_loss import ref_cross_entropy
-from test_norm import _reference_bn, ref_lrn, ref_spnorm
+from test_losses import ref_cross_entropy
+from test_normalization import _reference_bn, ref_lrn, ref_spnorm
 from test_pool import ref_pool
 from test_vl_loss import ref_vl_loss
 
@@ -38,7 +38,7 @@ from tapegrad.tape import grad as tape_grad
 from tapegrad.tensor import Tensor
 from tapegrad.testing.specs import OpSpec, all_specs
 from tapegrad.testing.specs import distance as distance_specs
-from tapegrad.testing.specs import loss as loss_specs
+from tapegrad.testing.specs import losses as loss_specs
 from tapegrad.testing.specs import vl_loss as vl_specs
 
 SPECS = all_specs()

@@ -26,8 +26,8 @@ import numpy as np
 
 from ...errors import ArgumentError
 
-FAMILIES = ("elementwise", "activation", "reduction", "shape", "linalg", "conv", "pool", "norm",
-            "loss", "vl_loss", "dropout", "distance")
+FAMILIES = ("elementwise", "activation", "reduction", "shape", "linalg", "conv", "pool",
+            "normalization", "losses", "vl_loss", "dropout", "distance")
 
 # ops whose results carry no gradient (helpers, metrics): no gradcheck
 NOT_DIFFERENTIABLE = {"sign", "accuracy", "topk_error", "cast"}

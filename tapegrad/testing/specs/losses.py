@@ -1,4 +1,4 @@
-"""Specs of tapegrad/ops/loss.py. Integer targets are closed over in ``fn``
+"""Specs of tapegrad/ops/losses.py. Integer targets are closed over in ``fn``
 (gradcheck only differentiates the float inputs)."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""tapegrad/ops/loss.py: gradchecks over generated problems, forward checks
+"""tapegrad/ops/losses.py: gradchecks over generated problems, forward checks
 against direct loops and closed forms, Caffe and MatConvNet conventions,
 PyTorch agreement (when torch is importable), stability, and errors."""
 

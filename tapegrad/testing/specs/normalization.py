@@ -1,4 +1,4 @@
-"""Specs of tapegrad/ops/norm.py."""
+"""Specs of tapegrad/ops/normalization.py."""
 
 import numpy as np
 
