@@ -1,13 +1,17 @@
 """Matrix products: matmul (NumPy semantics, batched, broadcasting, 1-D
-cases) and linear (Caffe's InnerProduct, PyTorch's ``F.linear``)."""
+cases) and linear (Caffe's InnerProduct, PyTorch's ``F.linear``); vector
+norms (``torch.linalg.vector_norm``)."""
 
 from __future__ import annotations
 
-from ..dtypes import check_same_float
-from ..errors import ShapeError, describe
-from ..tape import Function
+import math
 
-__all__ = ["matmul", "linear"]
+from ..dtypes import check_same_float
+from ..errors import ArgumentError, ShapeError, describe
+from ..tape import Function
+from .reduction import downcast, normalize_axes, upcast
+
+__all__ = ["matmul", "linear", "norm"]
 
 
 class MatMul(Function):
@@ -96,3 +100,65 @@ def linear(x, weight, bias=None):
     ``weight`` is (out_features, in_features). >>> ops.linear(x, W, b)
     """
     return Linear.apply(x, weight, bias)
+
+
+class Norm(Function):
+    """``(sum |x|**p) ** (1/p)`` over ``axes``; p = inf is the largest ``|x|``.
+    The vjp is PyTorch's: 0 where the norm is 0 (not NaN); for p = inf the
+    gradient is shared by the tied largest elements."""
+
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, p, axes, keepdims):
+        xp = ctx.xp
+        xa = upcast(x)  # float16 accumulates in float32
+        a = xp.abs(xa)
+        if p == math.inf:
+            n = a.max(axis=axes, keepdims=True) if x.size else a.sum(axis=axes, keepdims=True)
+        elif p == 2:
+            n = xp.sqrt((xa * xa).sum(axis=axes, keepdims=True))
+        elif p == 1:
+            n = a.sum(axis=axes, keepdims=True)
+        else:
+            n = (a**p).sum(axis=axes, keepdims=True) ** (1.0 / p)
+        n = downcast(n, x.dtype)
+        ctx.p, ctx.axes, ctx.kshape = p, axes, n.shape
+        out = n if keepdims else n.reshape(tuple(s for i, s in enumerate(n.shape)
+                                                 if i not in axes))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        xp, p = ctx.xp, ctx.p
+        n = out.reshape(ctx.kshape)  # the reduced axes back as 1s, to broadcast
+        g = g.reshape(ctx.kshape)
+        if p == 1:
+            return g * xp.sign(x), None, None, None
+        if p == math.inf:
+            top = xp.abs(x) == n  # ties share the gradient, as torch.linalg.vector_norm
+            w = top / top.sum(axis=ctx.axes, keepdims=True)
+            return g * xp.sign(x) * w, None, None, None
+        safe = xp.where(n == 0, 1, n)  # a zero norm has gradient 0, not 0/0
+        if p == 2:
+            scale = x / safe
+        else:
+            scale = xp.sign(x) * xp.abs(x) ** (p - 1) / safe ** (p - 1)
+        return xp.where(n == 0, 0, g * scale), None, None, None
+
+
+def norm(x, p=2, axis=None, keepdims=False):
+    """Vector p-norm over ``axis`` (all axes by default), as
+    ``torch.linalg.vector_norm(x, ord=p, dim=axis)``: ``p`` > 0 or ``inf``
+    (``"fro"`` is 2). Computed in float32 for float16 inputs.
+
+    >>> ops.norm(tapegrad.tensor([3.0, 4.0]))   # 5.0
+    """
+    if p == "fro":
+        p = 2
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not (p > 0):
+        raise ArgumentError(f"norm: p must be a positive number or inf (or 'fro'), got {p!r}")
+    axes = normalize_axes("norm", x.shape, axis)
+    return Norm.apply(x, float(p), axes, keepdims)

@@ -41,3 +41,56 @@ def test_first_layer_skips_the_input_gradient():
     assert y.grad_fn.saved[1] is None  # the weight is not kept: no input gradient to compute
     y.sum().backward()
     assert x.grad is None and w.grad.shape == (2, 3)
+
+
+# ------------------------------------------------------------------ norm
+@given(st.shapes(min_dims=1, max_dims=3), hs.sampled_from([1, 2, 3.0, 0.5, np.inf, "fro"]),
+       hs.integers(0, 1000))
+def test_norm_matches_a_numpy_reference_and_gradchecks(shape, p, seed):
+    r = np.random.default_rng(seed)
+    x = r.uniform(0.3, 2.0, shape) * r.choice([-1, 1], shape)
+    axis = int(r.integers(0, len(shape)))
+    q = 2 if p == "fro" else p
+    want = np.abs(x).max(axis=axis) if q == np.inf else (np.abs(x) ** q).sum(axis=axis) ** (1 / q)
+    np.testing.assert_allclose(ops.norm(tg.tensor(x), p, axis).numpy(), want, rtol=1e-12)
+    if q != np.inf:  # ties of random values are unlikely, but the inf-norm's kink is near
+        gradcheck(lambda t: ops.norm(t, p, axis), [x])
+
+
+def test_norm_of_zero_has_zero_gradient_and_inf_norm_shares_ties():
+    x = tg.tensor(np.zeros(3), requires_grad=True)
+    ops.norm(x).backward()  # before the rule's mask: 0/0
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0, 0.0])
+    y = tg.tensor([3.0, -3.0, 1.0], requires_grad=True)
+    ops.norm(y, np.inf).backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [0.5, -0.5, 0.0])
+
+
+def test_norm_float16_accumulates_in_float32():
+    y = ops.norm(tg.tensor(np.full(4, 260.0, np.float16)))
+    assert y.dtype == np.float16 and y.item() == 520.0
+
+
+def test_norm_is_a_function_and_refuses_bad_p():
+    import pytest
+
+    from tapegrad.errors import ArgumentError
+
+    assert ops.norm(tg.tensor([3.0, 4.0])).item() == 5.0  # was: 'module' object is not callable
+    for bad in (0, -1, "nuc", True):
+        with pytest.raises(ArgumentError, match="norm: p"):
+            ops.norm(tg.tensor([1.0]), bad)
+
+
+def test_norm_matches_torch():
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(3).normal(size=(2, 3, 4))
+    for p in (1, 2, 3.0, np.inf):
+        for axis in (None, 1, (0, 2)):
+            x = tg.tensor(a, requires_grad=True)
+            ops.norm(x, p, axis).sum().backward()
+            t = torch.tensor(a, requires_grad=True)
+            torch.linalg.vector_norm(t, p, dim=axis).sum().backward()
+            np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10)
