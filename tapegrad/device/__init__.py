@@ -2,8 +2,8 @@
 
 CuPy is imported lazily, on the first use of a CUDA device, so ``import
 tapegrad`` never needs it. Ops are written once against the array module that
-:func:`get_array_module` returns; only hot paths get CUDA kernels (see
-:mod:`tapegrad.device.kernels`).
+:func:`get_array_module` returns; fused CUDA kernels for hot paths will be
+declared in :mod:`tapegrad.device.kernels` (no op uses one yet).
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """A lazily built, cached registry of CuPy ElementwiseKernels.
 
-Hot-path kernels are declared once at import time with :func:`elementwise`
+No op uses it yet: every op runs its array-module formula on CuPy as on
+NumPy. The CUDA backend issue wires the hot paths in; this is where their
+kernels will be declared and compiled. Kernels are declared once at import
+time with :func:`elementwise`
 (which costs nothing: CuPy is not imported) and compiled on first use, once
 per (kernel, device); CuPy itself caches the per-dtype specialisations.
 
