@@ -135,12 +135,32 @@ def _im2col(xp, x, g):
 
 def _span(start, step, count, pad, size):
     """The outputs ``r`` in ``[0, count)`` whose input row ``start + r*step - pad``
-    lies in ``[0, size)``: ``(r0, r1, first input row)``, or None if there are none."""
+    lies in ``[0, size)``, and those input rows: ``(slice of r, slice of rows)``,
+    or None if there are none."""
     r0 = max(0, -(-(pad - start) // step))
     r1 = min(count, -(-(size + pad - start) // step))
     if r0 >= r1:
         return None
-    return r0, r1, start + r0 * step - pad
+    first = start + r0 * step - pad
+    return slice(r0, r1), slice(first, first + step * (r1 - r0 - 1) + 1, step)
+
+
+def _offsets(g):
+    """col2im's loop: for each kernel offset ``(i, j)`` that reaches the unpadded
+    input, ``(i, j, out_rows, out_cols, in_rows, in_cols)`` -- the output pixels
+    whose window puts offset ``(i, j)`` inside the input, and the input pixels
+    they read there, as slices (strided by the stride)."""
+    t, _, left, _ = g.pad
+    sh, sw = g.stride
+    dh, dw = g.dilation
+    rows = [_span(i * dh, sh, g.ho, t, g.h) for i in range(g.kh)]
+    cols = [_span(j * dw, sw, g.wo, left, g.w) for j in range(g.kw)]
+    for i, r in enumerate(rows):
+        if r is None:
+            continue
+        for j, c in enumerate(cols):
+            if c is not None:
+                yield i, j, r[0], c[0], r[1], c[1]
 
 
 def _col2im(xp, gcols, g, dtype):
@@ -149,22 +169,9 @@ def _col2im(xp, gcols, g, dtype):
     clipped to the unpadded input (no padded buffer, no crop copy)."""
     # (N, G, Cg*kh*kw, Ho*Wo) -> (N, C, kh, kw, Ho, Wo)
     gcols = gcols.reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)
-    t, _, left, _ = g.pad
-    sh, sw = g.stride
-    dh, dw = g.dilation
     gx = xp.zeros((g.n, g.c, g.h, g.w), dtype=dtype)
-    for i in range(g.kh):
-        rows = _span(i * dh, sh, g.ho, t, g.h)
-        if rows is None:
-            continue
-        r0, r1, a = rows
-        for j in range(g.kw):
-            cs = _span(j * dw, sw, g.wo, left, g.w)
-            if cs is None:
-                continue
-            c0, c1, e = cs
-            gx[:, :, a:a + sh * (r1 - r0 - 1) + 1:sh, e:e + sw * (c1 - c0 - 1) + 1:sw] += \
-                gcols[:, :, i, j, r0:r1, c0:c1]
+    for i, j, ro, co, ri, ci in _offsets(g):
+        gx[:, :, ri, ci] += gcols[:, :, i, j, ro, co]
     return gx
 
 
@@ -257,22 +264,9 @@ def _input_grad_channels_last(xp, gy, w, g):
     gcols = xp.matmul(gyt, wk)
     # (kh*kw, G, Ho*Wo*N, Cg) -> (kh, kw, G, Ho, Wo, N, Cg)
     gcols = gcols.reshape(g.kh, g.kw, g.g, g.ho, g.wo, g.n, cg)
-    t, _, left, _ = g.pad
-    sh, sw = g.stride
-    dh, dw = g.dilation
     gxt = xp.zeros((g.g, g.h, g.w, g.n, cg), dtype=gy.dtype)  # (G, H, W, N, Cg)
-    for i in range(g.kh):
-        rows = _span(i * dh, sh, g.ho, t, g.h)
-        if rows is None:
-            continue
-        r0, r1, a = rows
-        for j in range(g.kw):
-            cs = _span(j * dw, sw, g.wo, left, g.w)
-            if cs is None:
-                continue
-            c0, c1, e = cs
-            gxt[:, a:a + sh * (r1 - r0 - 1) + 1:sh, e:e + sw * (c1 - c0 - 1) + 1:sw] += \
-                gcols[i, j, :, r0:r1, c0:c1]
+    for i, j, ro, co, ri, ci in _offsets(g):
+        gxt[:, ri, ci] += gcols[i, j, :, ro, co]
     gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype)
     # (G, H, W, N, Cg) -> (N, G, Cg, H, W) -> (N, C, H, W)
     gx.reshape(g.n, g.g, cg, g.h, g.w)[...] = gxt.transpose(3, 0, 4, 1, 2)
@@ -282,7 +276,7 @@ def _input_grad_channels_last(xp, gy, w, g):
 def _add_bias(y, bias):
     """y (N, O, Ho, Wo), a new array of this op, plus bias (O,), in place."""
     if bias is not None:
-        y += bias.reshape(1, bias.size, 1, 1)
+        y += bias.reshape(1, bias.size, 1, 1)  # (O,) -> (1, O, 1, 1)
     return y
 
 
@@ -328,7 +322,22 @@ def _conv_geom(op, x, w, stride, padding, dilation, groups):
     return g
 
 
-class Conv2d(Function):
+class _Conv(Function):
+    """conv2d and conv_transpose2d are each other's adjoints (with respect to the
+    input): each one's forward is the other's input gradient. One backward serves
+    both; each class's ``grads`` makes its input and weight gradients from what
+    its forward saved (``ctx.saved_tensors``: an array for the weight gradient, and
+    the weight)."""
+
+    @classmethod
+    def backward(cls, ctx, gy):
+        saved, w = ctx.saved_tensors
+        nx, nw, nb = ctx.needs_input_grad
+        gx, gw = cls.grads(ctx.xp, gy, saved, w, ctx.geom, nx, nw)
+        return gx, gw, (_bias_grad(ctx.xp, gy) if nb else None)
+
+
+class Conv2d(_Conv):
     @staticmethod
     def forward(ctx, x, w, b, stride=1, padding=0, dilation=1, groups=1):
         op = "conv2d"
@@ -346,22 +355,30 @@ class Conv2d(Function):
         return y
 
     @staticmethod
-    def backward(ctx, gy):
-        cols, w = ctx.saved_tensors
-        nx, nw, nb = ctx.needs_input_grad
-        g = ctx.geom
-        xp = ctx.xp
-        gx = gw = gb = None
-        if nb:
-            gb = _bias_grad(xp, gy)
-        if nw:
-            gw = _weight_grad(xp, gy, cols, g)
-        if nx:
-            gx = _input_grad(xp, gy, w, g)
-        return gx, gw, gb
+    def grads(xp, gy, cols, w, g, nx, nw):
+        """gx by the adjoint (:func:`_input_grad`), gW from x's saved columns (first:
+        its temporaries are gone before gx's are made)."""
+        gw = _weight_grad(xp, gy, cols, g) if nw else None
+        return (_input_grad(xp, gy, w, g) if nx else None), gw
 
 
-class ConvTranspose2d(Function):
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation (PyTorch's ``F.conv2d``, MatConvNet's ``vl_nnconv``).
+
+    ``x`` (N, C, H, W), ``weight`` (O, C/groups, kh, kw), ``bias`` (O,) or None.
+    ``padding``: int, ``(h, w)``, ``(top, bottom, left, right)``, or PyTorch's
+    ``"valid"`` / ``"same"`` (stride 1); ``stride``,
+    ``dilation``: int or ``(h, w)``. A filter as large as the padded input is a
+    fully-connected layer (output 1x1).
+
+    >>> y = ops.conv2d(x, w, b, stride=2, padding=(1, 0, 1, 0))  # x (8,3,32,32), w (16,3,3,3)
+    >>> y.shape                                                    # (8, 16, 16, 16)
+    """
+    return Conv2d.apply(x, weight, bias, stride=stride, padding=padding, dilation=dilation,
+                        groups=groups)
+
+
+class ConvTranspose2d(_Conv):
     @staticmethod
     def forward(ctx, x, w, b, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
         op = "conv_transpose2d"
@@ -397,38 +414,15 @@ class ConvTranspose2d(Function):
         return y
 
     @staticmethod
-    def backward(ctx, gy):
-        x, w = ctx.saved_tensors
-        nx, nw, nb = ctx.needs_input_grad
-        g = ctx.geom
-        xp = ctx.xp
-        gx = gw = gb = None
-        if nb:
-            gb = _bias_grad(xp, gy)
-        if nx or nw:
-            cols = _im2col(xp, gy, g)  # (N, Cout, Hout, Wout) -> (N, G, Kg, H*W)
-            if nx:
-                wmat = _wmat(w, g)  # (Cin, Cout/G, kh, kw) -> (G, Cin/G, Kg)
-                gx = _gemm_forward(xp, cols, wmat, g)  # -> (N, Cin, H, W)
-            if nw:
-                gw = _weight_grad(xp, x, cols, g)  # -> (Cin, Cout/G, kh, kw)
-        return gx, gw, gb
-
-
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-D cross-correlation (PyTorch's ``F.conv2d``, MatConvNet's ``vl_nnconv``).
-
-    ``x`` (N, C, H, W), ``weight`` (O, C/groups, kh, kw), ``bias`` (O,) or None.
-    ``padding``: int, ``(h, w)``, ``(top, bottom, left, right)``, or PyTorch's
-    ``"valid"`` / ``"same"`` (stride 1); ``stride``,
-    ``dilation``: int or ``(h, w)``. A filter as large as the padded input is a
-    fully-connected layer (output 1x1).
-
-    >>> y = ops.conv2d(x, w, b, stride=2, padding=(1, 0, 1, 0))  # x (8,3,32,32), w (16,3,3,3)
-    >>> y.shape                                                    # (8, 16, 16, 16)
-    """
-    return Conv2d.apply(x, weight, bias, stride=stride, padding=padding, dilation=dilation,
-                        groups=groups)
+    def grads(xp, gy, x, w, g, nx, nw):
+        """gx is the conv's forward of gy, gW the conv's weight gradient with x as its
+        output gradient: both from gy's columns."""
+        if not (nx or nw):
+            return None, None
+        cols = _im2col(xp, gy, g)  # (N, Cout, Hout, Wout) -> (N, G, Kg, H*W)
+        # (Cin, Cout/G, kh, kw) -> (G, Cin/G, Kg); (N, G, Cin/G, H*W) -> (N, Cin, H, W)
+        return (_gemm_forward(xp, cols, _wmat(w, g), g) if nx else None,
+                _weight_grad(xp, x, cols, g) if nw else None)  # -> (Cin, Cout/G, kh, kw)
 
 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
