@@ -1,11 +1,14 @@
 """MatConvNet's ``vl_nnloss``: ten loss and error kinds behind one op,
 summed (not averaged) over the batch and spatial positions.
 
-Shares its label handling with :mod:`.loss` (0-based class targets along
+Shares its label handling with :mod:`.losses` (0-based class targets along
 axis 1); see :func:`loss` for the MatConvNet conventions and their mapping.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
 
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
@@ -13,102 +16,6 @@ from .losses import _check_float, _class_targets, _const, _gather, _onehot, _ten
 from .reduction import upcast
 
 __all__ = ["loss"]
-
-
-_CATEGORICAL = ("classerror", "topkerror", "log", "softmaxlog", "mhinge", "mshinge")
-_BINARY = ("binaryerror", "binarylog", "logistic", "hinge")
-_ERRORS = ("classerror", "topkerror", "binaryerror")
-
-
-class VLLoss(Function):
-    """MatConvNet's ``vl_nnloss``: ``sum_i W_i L(x_i, c_i)``, one scalar."""
-
-    @staticmethod
-    def forward(ctx, x, c, kind="softmaxlog", weights=None, topk=5, threshold=0.0):
-        xp = ctx.xp
-        dtype, x = x.dtype, upcast(x)  # float16: the terms and their sum in float32
-        if weights is not None:
-            weights = weights.astype(x.dtype, copy=False)
-        if kind in _BINARY:
-            c = c.astype(x.dtype, copy=False)
-        ctx.kind = kind
-        if kind in _CATEGORICAL:
-            xc = _gather(x, c, xp)  # (N, *S): the target class' score
-            if kind == "classerror":
-                t = (x.argmax(axis=1) != c).astype(x.dtype)
-            elif kind == "topkerror":
-                t = _topk_wrong(x, xc, topk).astype(x.dtype)
-            elif kind == "log":
-                t = -xp.log(xc)
-            elif kind == "softmaxlog":
-                m = x.max(axis=1, keepdims=True)
-                e = xp.exp(x - m)
-                s = e.sum(axis=1, keepdims=True)
-                t = xp.log(s[:, 0]) + m[:, 0] - xc
-                ctx.save_for_backward(e / s, c, xc, weights)
-            elif kind == "mhinge":
-                t = xp.maximum(1 - xc, 0)
-            else:  # mshinge: margin against the best other class
-                other = xp.where(_onehot(c, x.shape[1], x.ndim, xp), -xp.inf, x)
-                q = other.argmax(axis=1)  # (N, *S)
-                t = xp.maximum(1 - xc + _gather(other, q, xp), 0)
-                ctx.save_for_backward(c, q, xc - _gather(x, q, xp), weights)
-            if kind in ("log", "mhinge"):
-                ctx.save_for_backward(c, xc, weights)
-        else:
-            if kind == "binaryerror":
-                t = (xp.sign(x - threshold) != c).astype(x.dtype)
-            elif kind == "binarylog":
-                t = -xp.log(c * (x - 0.5) + 0.5)
-            elif kind == "logistic":
-                a = -c * x  # log(1 + e^a), stably
-                t = xp.maximum(a, 0) + xp.log1p(xp.exp(-xp.abs(a)))
-            else:  # hinge
-                t = xp.maximum(1 - c * x, 0)
-            ctx.save_for_backward(x, c, weights)
-        ctx.meta = (x.shape, x.dtype)
-        total = (t * weights).sum() if weights is not None else t.sum()
-        return xp.asarray(total, dtype=dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        xp = ctx.xp
-        kind = ctx.kind
-        shape, dtype = ctx.meta
-        if kind in _ERRORS:
-            return xp.zeros(shape, dtype), None
-        saved = ctx.saved_tensors
-        w = saved[-1]
-        r = g if w is None else g * w  # dL/dt per position
-        if kind == "softmaxlog":
-            p, c = saved[0], saved[1]
-            if getattr(r, "ndim", 0):
-                r = r[:, None]
-            return (p - _onehot(c, shape[1], len(shape), xp)) * r, None
-        if kind in ("log", "mhinge", "mshinge"):
-            c = saved[0]
-            if kind == "log":
-                r = -r / xp.maximum(saved[1], 1e-8)  # MatConvNet's bound on 1 / x_c
-            elif kind == "mhinge":
-                r = -r * (saved[1] < 1)
-            else:
-                r = -r * (saved[2] < 1)  # x_c - x_q < 1
-            if getattr(r, "ndim", 0):
-                r = r[:, None]  # (N, *S) -> (N, 1, *S)
-            grad = _onehot(c, shape[1], len(shape), xp) * r
-            if kind == "mshinge":  # the runner-up class q gets the opposite
-                grad = grad - _onehot(saved[1], shape[1], len(shape), xp) * r
-            return grad, None
-        x, c = saved[0], saved[1]
-        if kind == "binarylog":
-            den = x + (c - 1) * 0.5  # x for c = 1, x - 1 for c = -1
-            return -r / xp.where(c == 0, 1, den), None
-        if kind == "logistic":
-            z = c * x
-            e = xp.exp(-xp.abs(z))
-            sig_neg = xp.where(z >= 0, e / (1 + e), 1 / (1 + e))  # sigmoid(-c x)
-            return -r * c * sig_neg, None
-        return -r * c * (c * x < 1), None  # hinge
 
 
 def _instance_weights(op, w, shape, n, xp, dtype):
@@ -122,6 +29,159 @@ def _instance_weights(op, w, shape, n, xp, dtype):
     except ValueError:
         raise ShapeError(f"{op}: instance_weights {describe(w)} do not broadcast to the "
                          f"per-position shape {tuple(shape)}") from None
+
+
+# ------------------------------------------------------- the kinds, one rule each
+#
+# terms(xp, x, c, topk=, threshold=) -> (t, saved): the per-position terms t
+# ((N, *S) for categorical kinds, x's shape for binary ones) and the arrays the
+# vjp needs, in the order of its parameters, which name them.
+# vjp(xp, r, shape, *saved) -> dL/dx for r = dL/dt (per position, or one scalar
+# when there are no weights); None: an error count, zero gradient.
+
+
+class _Kind(NamedTuple):
+    categorical: bool  # c: a class per position; else c: +1/-1 labels of x's shape
+    terms: Callable
+    vjp: Callable | None
+
+
+def _per_class(r):
+    """r per position (N, *S) -> (N, 1, *S), to broadcast over the classes."""
+    return r[:, None] if getattr(r, "ndim", 0) else r
+
+
+def _at_class(xp, c, d, shape):
+    """d per position placed at each position's class c: (N, *S) -> (N, C, *S)."""
+    return _onehot(c, shape[1], len(shape), xp) * _per_class(d)
+
+
+def _classerror(xp, x, c, **_):
+    return (x.argmax(axis=1) != c).astype(x.dtype), ()
+
+
+def _topkerror(xp, x, c, topk, **_):
+    return _topk_wrong(x, _gather(x, c, xp), topk).astype(x.dtype), ()
+
+
+def _log(xp, x, c, **_):
+    xc = _gather(x, c, xp)  # (N, *S): the target class' score
+    return -xp.log(xc), (c, xc)
+
+
+def _log_vjp(xp, r, shape, c, xc):
+    return _at_class(xp, c, -r / xp.maximum(xc, 1e-8), shape)  # MatConvNet's bound on 1/x_c
+
+
+def _softmaxlog(xp, x, c, **_):
+    m = x.max(axis=1, keepdims=True)
+    e = xp.exp(x - m)
+    s = e.sum(axis=1, keepdims=True)
+    return xp.log(s[:, 0]) + m[:, 0] - _gather(x, c, xp), (e / s, c)
+
+
+def _softmaxlog_vjp(xp, r, shape, p, c):
+    return (p - _onehot(c, shape[1], len(shape), xp)) * _per_class(r)
+
+
+def _mhinge(xp, x, c, **_):
+    xc = _gather(x, c, xp)
+    return xp.maximum(1 - xc, 0), (c, xc)
+
+
+def _mhinge_vjp(xp, r, shape, c, xc):
+    return _at_class(xp, c, -r * (xc < 1), shape)
+
+
+def _mshinge(xp, x, c, **_):
+    """Margin against the best other class q."""
+    xc = _gather(x, c, xp)
+    other = xp.where(_onehot(c, x.shape[1], x.ndim, xp), -xp.inf, x)
+    q = other.argmax(axis=1)  # (N, *S)
+    t = xp.maximum(1 - xc + _gather(other, q, xp), 0)
+    return t, (c, q, xc - _gather(x, q, xp))
+
+
+def _mshinge_vjp(xp, r, shape, c, q, margin):
+    d = -r * (margin < 1)
+    return _at_class(xp, c, d, shape) - _at_class(xp, q, d, shape)  # q gets the opposite
+
+
+def _binaryerror(xp, x, c, threshold, **_):
+    return (xp.sign(x - threshold) != c).astype(x.dtype), ()
+
+
+def _binarylog(xp, x, c, **_):
+    return -xp.log(c * (x - 0.5) + 0.5), (x, c)
+
+
+def _binarylog_vjp(xp, r, shape, x, c):
+    den = x + (c - 1) * 0.5  # x for c = 1, x - 1 for c = -1
+    return -r / xp.where(c == 0, 1, den)
+
+
+def _logistic(xp, x, c, **_):
+    a = -c * x  # log(1 + e^a), stably
+    return xp.maximum(a, 0) + xp.log1p(xp.exp(-xp.abs(a))), (x, c)
+
+
+def _logistic_vjp(xp, r, shape, x, c):
+    z = c * x
+    e = xp.exp(-xp.abs(z))
+    sig_neg = xp.where(z >= 0, e / (1 + e), 1 / (1 + e))  # sigmoid(-c x)
+    return -r * c * sig_neg
+
+
+def _hinge(xp, x, c, **_):
+    return xp.maximum(1 - c * x, 0), (x, c)
+
+
+def _hinge_vjp(xp, r, shape, x, c):
+    return -r * c * (c * x < 1)
+
+
+_KINDS = {
+    "classerror": _Kind(True, _classerror, None),
+    "topkerror": _Kind(True, _topkerror, None),
+    "log": _Kind(True, _log, _log_vjp),
+    "softmaxlog": _Kind(True, _softmaxlog, _softmaxlog_vjp),
+    "mhinge": _Kind(True, _mhinge, _mhinge_vjp),
+    "mshinge": _Kind(True, _mshinge, _mshinge_vjp),
+    "binaryerror": _Kind(False, _binaryerror, None),
+    "binarylog": _Kind(False, _binarylog, _binarylog_vjp),
+    "logistic": _Kind(False, _logistic, _logistic_vjp),
+    "hinge": _Kind(False, _hinge, _hinge_vjp),
+}
+_CATEGORICAL = tuple(k for k, rule in _KINDS.items() if rule.categorical)
+_BINARY = tuple(k for k, rule in _KINDS.items() if not rule.categorical)
+
+
+class VLLoss(Function):
+    """MatConvNet's ``vl_nnloss``: ``sum_i W_i L(x_i, c_i)``, one scalar; the
+    kind's rule in :data:`_KINDS` makes the terms and their vjp."""
+
+    @staticmethod
+    def forward(ctx, x, c, kind="softmaxlog", weights=None, topk=5, threshold=0.0):
+        rule = _KINDS[kind]
+        dtype, x = x.dtype, upcast(x)  # float16: the terms and their sum in float32
+        if weights is not None:
+            weights = weights.astype(x.dtype, copy=False)
+        if not rule.categorical:
+            c = c.astype(x.dtype, copy=False)
+        t, saved = rule.terms(ctx.xp, x, c, topk=topk, threshold=threshold)
+        ctx.rule, ctx.shape, ctx.dtype = rule, x.shape, x.dtype
+        if rule.vjp is not None:
+            ctx.save_for_backward(weights, *saved)
+        total = (t * weights).sum() if weights is not None else t.sum()
+        return ctx.xp.asarray(total, dtype=dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.rule.vjp is None:
+            return ctx.xp.zeros(ctx.shape, ctx.dtype), None
+        w, *arrays = ctx.saved_tensors
+        r = g if w is None else g * w  # dL/dt per position
+        return ctx.rule.vjp(ctx.xp, r, ctx.shape, *arrays), None
 
 
 def loss(x, c, kind="softmaxlog", instance_weights=None, topk=5, threshold=0.0):
