@@ -41,7 +41,8 @@ of channel ``c`` is ``[c - (size-1)//2, c + size - 1 - (size-1)//2]``.
   Caffe (``size//2`` before instead of ``(size-1)//2``).
 
 **Spatial norm** ``spnorm(x, [PH PW ALPHA BETA])`` is ``vl_nnspnorm``:
-``y = x / (1 + ALPHA * n2) ** BETA`` with ``n2`` the *average* of ``x^2`` over a
+``y = x / (1 + ALPHA * n2) ** BETA`` -- LRN's formula with ``k = 1`` and a spatial
+window -- with ``n2`` the *average* of ``x^2`` over a
 ``PH x PW`` neighbourhood (stride 1, padding ``floor((P-1)/2)`` before and the
 rest after, padding cells not counted -- MatConvNet's ``vl_nnpool 'avg'``).
 MatConvNet's help text says "sum of squares", but its code averages; so do we.
@@ -53,6 +54,8 @@ MatConvNet's help text says "sum of squares", but its code averages; so do we.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
+from typing import NamedTuple
 
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
@@ -74,6 +77,38 @@ def _check_float(op, x):
 
 
 # ----------------------------------------------------------------- batch norm
+
+
+def _dims(shape):
+    """(N, C, L) of an (N, C, *) shape, L the product of the rest (zero sizes allowed)."""
+    ln = 1
+    for s in shape[2:]:
+        ln *= s
+    return shape[0], shape[1], ln
+
+
+def _row(xp, v, ln):
+    """Per-channel values (C,) as a row over one sample's C*L positions: (C,) -> (C*L,)."""
+    return v if ln == 1 else xp.repeat(v, ln)
+
+
+def _rowsum(xp, a3):
+    """sum(a3, axis=2) through BLAS: (N, C, L) -> (N, C)."""
+    return xp.matmul(a3, xp.ones(a3.shape[2], a3.dtype))
+
+
+def _rowdot(xp, a3, b3):
+    """sum(a3 * b3, axis=2) through BLAS, no temporary: (N, C, L) x2 -> (N, C)."""
+    # (N, C, 1, L) @ (N, C, L, 1) -> (N, C, 1, 1) -> (N, C)
+    return xp.matmul(a3[:, :, None, :], b3[:, :, :, None])[:, :, 0, 0]
+
+
+def _ema(t, value, momentum):
+    """running <- (1 - momentum) * running + momentum * value, in place, bumping
+    the tensor's version (no gradient flows through running statistics)."""
+    data = t.data
+    data[...] = data * (1 - momentum) + value.astype(data.dtype, copy=False) * momentum
+    t._bump_version()
 
 
 class BatchNorm(Function):
@@ -179,38 +214,6 @@ class BatchNorm(Function):
         return gx, (gw if nw else None), (gb if nb else None)
 
 
-def _dims(shape):
-    """(N, C, L) of an (N, C, *) shape, L the product of the rest (zero sizes allowed)."""
-    ln = 1
-    for s in shape[2:]:
-        ln *= s
-    return shape[0], shape[1], ln
-
-
-def _row(xp, v, ln):
-    """Per-channel values (C,) as a row over one sample's C*L positions: (C,) -> (C*L,)."""
-    return v if ln == 1 else xp.repeat(v, ln)
-
-
-def _rowsum(xp, a3):
-    """sum(a3, axis=2) through BLAS: (N, C, L) -> (N, C)."""
-    return xp.matmul(a3, xp.ones(a3.shape[2], a3.dtype))
-
-
-def _rowdot(xp, a3, b3):
-    """sum(a3 * b3, axis=2) through BLAS, no temporary: (N, C, L) x2 -> (N, C)."""
-    # (N, C, 1, L) @ (N, C, L, 1) -> (N, C, 1, 1) -> (N, C)
-    return xp.matmul(a3[:, :, None, :], b3[:, :, :, None])[:, :, 0, 0]
-
-
-def _ema(t, value, momentum):
-    """running <- (1 - momentum) * running + momentum * value, in place, bumping
-    the tensor's version (no gradient flows through running statistics)."""
-    data = t.data
-    data[...] = data * (1 - momentum) + value.astype(data.dtype, copy=False) * momentum
-    t._bump_version()
-
-
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """Batch normalisation of ``(N, C)`` or ``(N, C, H, W)`` (any ``(N, C, *)``).
@@ -263,6 +266,46 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
                            training=bool(training), momentum=float(momentum), eps=float(eps))
 
 
+# ------------------------------------- windowed norms: LRN and spnorm, one formula
+
+
+class _Window(NamedTuple):
+    """A linear window operator W over an (N, C, ...) array, and its adjoint W^T."""
+
+    sum: Callable
+    adjoint: Callable
+
+
+class _WindowNorm(Function):
+    """``y = x * (k + a * W(x^2)) ** -beta`` for a window operator W, written once
+    for LRN (W sums a window across channels) and spnorm (W averages a spatial
+    window). Each subclass gives ``window(xp, win, dtype) -> _Window`` for the
+    ``win`` its public function passes. With ``d = k + a W(x^2)``, ``s = d^-beta``:
+    ``dx = g s - 2 a beta x W^T(g x s / d)``."""
+
+    @classmethod
+    def forward(cls, ctx, x, win, alpha, beta, k):
+        xa = upcast(x)  # float16: the window sums in float32
+        window = cls.window(ctx.xp, win, xa.dtype)
+        den = window.sum(xa * xa)
+        den *= alpha
+        den += k  # k + a * W(x^2)
+        scale = den ** (-beta)
+        ctx.window, ctx.params = window, (alpha, beta)
+        ctx.save_for_backward(x, den, scale)
+        return downcast(xa * scale, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, den, scale = ctx.saved_tensors
+        x = upcast(x)
+        alpha, beta = ctx.params
+        gx = x * (-2 * alpha * beta)
+        gx *= ctx.window.adjoint(g * x * scale / den)  # (the adjoint may be a read-only view)
+        gx += g * scale
+        return gx, None, None, None, None
+
+
 # ------------------------------------------------------- local response norm
 
 
@@ -280,34 +323,15 @@ def _channel_window_sum(xp, a, before, after):
     return s
 
 
-class LocalResponseNorm(Function):
+class LocalResponseNorm(_WindowNorm):
     @staticmethod
-    def forward(ctx, x, size, alpha, beta, k):
-        xp = ctx.xp
+    def window(xp, size, dtype):
+        """The sum over channels ``[c - lo, c + hi]``; ``j`` is in the window of ``c``
+        iff ``c`` is in ``[j - hi, j + lo]``: the adjoint is the mirrored window."""
         lo = (size - 1) // 2
         hi = size - 1 - lo
-        xa = upcast(x)  # float16: the window sums in float32
-        den = _channel_window_sum(xp, xa * xa, lo, hi)
-        den *= alpha
-        den += k  # k + a * sum x^2
-        scale = den ** (-beta)
-        ctx.params = (lo, hi, alpha, beta)
-        ctx.save_for_backward(x, den, scale)
-        return downcast(xa * scale, x.dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        xp = ctx.xp
-        x, den, scale = ctx.saved_tensors
-        x = upcast(x)
-        lo, hi, alpha, beta = ctx.params
-        # dx_j = g_j scale_j - 2 a beta x_j sum_{c: j in window(c)} g_c x_c scale_c / den_c
-        # and j in window(c) <=> c in [j - hi, j + lo]: the mirrored window
-        t = g * x * scale / den
-        gx = _channel_window_sum(xp, t, hi, lo)
-        gx *= x * (-2 * alpha * beta)
-        gx += g * scale
-        return gx, None, None, None, None
+        return _Window(lambda a: _channel_window_sum(xp, a, lo, hi),
+                       lambda a: _channel_window_sum(xp, a, hi, lo))
 
 
 def local_response_norm(x, size, alpha=1e-4, beta=0.75, k=1.0, alpha_over_size=True):
@@ -349,32 +373,13 @@ def _param(op, param, n, names):
     return vals
 
 
-class SpNorm(Function):
+class SpNorm(_WindowNorm):
     @staticmethod
-    def forward(ctx, x, geo, alpha, beta):
-        xp = ctx.xp
-        xa = upcast(x)  # float16: the window averages in float32
-        inv = _inverse_divisor(xp, geo, False, xa.dtype)  # MatConvNet: padding not counted
-        f = _avg_forward(xp, xa * xa, geo, inv)  # n2: (N, C, H, W)
-        f *= alpha
-        f += 1
-        scale = f ** (-beta)
-        ctx.geo, ctx.inv, ctx.params = geo, inv, (alpha, beta)
-        ctx.save_for_backward(x, f, scale)
-        return downcast(xa * scale, x.dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        xp = ctx.xp
-        x, f, scale = ctx.saved_tensors
-        x = upcast(x)
-        alpha, beta = ctx.params
-        # dx = f^-beta g - 2 alpha beta x avgpool^T(f^(-beta-1) g x)
-        t = _avg_backward(xp, g * x * scale / f, ctx.geo, ctx.inv)
-        gx = x * t
-        gx *= -2 * alpha * beta
-        gx += g * scale
-        return gx, None, None, None
+    def window(xp, geo, dtype):
+        """The average over each window of ``geo`` (padding not counted, as MatConvNet)."""
+        inv = _inverse_divisor(xp, geo, False, dtype)
+        return _Window(lambda a: _avg_forward(xp, a, geo, inv),
+                       lambda a: _avg_backward(xp, a, geo, inv))
 
 
 def spnorm(x, param):
@@ -399,7 +404,7 @@ def spnorm(x, param):
     top, left = (ph - 1) // 2, (pw - 1) // 2
     pad = (top, ph - 1 - top, left, pw - 1 - left)
     geo = _Geometry(op, xd, (ph, pw), 1, pad, False)
-    return SpNorm.apply(x, geo, alpha, beta)
+    return SpNorm.apply(x, geo, alpha, beta, 1.0)
 
 
 _NOFFSET_FLOOR = 1e-8

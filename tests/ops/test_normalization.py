@@ -466,3 +466,21 @@ def test_norms_zero_size(name, op, shape):
         y = op(x)
         y.backward(tg.tensor(np.zeros(shape)))
     assert y.shape == x.grad.shape == shape
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_lrn_and_spnorm_are_one_formula(dtype):
+    # with a one-cell window both are y = x / (1 + alpha x^2) ** beta: same values and
+    # gradients (spnorm's 1x1 window is a read-only view in its adjoint, too)
+    x = np.random.default_rng(3).normal(size=(2, 3, 4, 5)).astype(dtype)
+    g = np.random.default_rng(4).normal(size=x.shape).astype(dtype)
+    a, b = tg.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
+    ya = ops.local_response_norm(a, 1, 0.7, 0.6, 1.0)
+    yb = ops.spnorm(b, [1, 1, 0.7, 0.6])
+    ya.backward(tg.tensor(g))
+    yb.backward(tg.tensor(g))
+    closed = x / (1 + 0.7 * x * x) ** 0.6
+    np.testing.assert_allclose(ya.numpy(), closed, rtol=1e-6)
+    np.testing.assert_array_equal(ya.numpy(), yb.numpy())
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-6, atol=1e-6)
+    assert a.grad.dtype == b.grad.dtype == dtype
