@@ -31,6 +31,11 @@ class Add(Function):
         return g, g
 
 
+def add(x, y):
+    """``x + y`` with broadcasting. >>> ops.add(x, 1.0)"""
+    return Add.apply(x, y)
+
+
 class Sub(Function):
     differentiable_twice = True
     promotes = (0, 1)
@@ -42,6 +47,14 @@ class Sub(Function):
     @staticmethod
     def backward(ctx, g):
         return g, (-g if ctx.needs_input_grad[1] else None)
+
+
+def sub(x, y):
+    """``x - y``.
+
+    >>> ops.sub(x, 1.0)
+    """
+    return Sub.apply(x, y)
 
 
 class Mul(Function):
@@ -58,6 +71,14 @@ class Mul(Function):
     def backward(ctx, g):
         y, x = ctx.saved_tensors
         return (None if y is None else g * y), (None if x is None else g * x)
+
+
+def mul(x, y):
+    """``x * y``.
+
+    >>> ops.mul(x, w)
+    """
+    return Mul.apply(x, y)
 
 
 class Div(Function):
@@ -79,6 +100,14 @@ class Div(Function):
         return (gx if ctx.needs_input_grad[0] else None), (None if out is None else -gx * out)
 
 
+def div(x, y):
+    """``x / y``.
+
+    >>> ops.div(x, x.sum())
+    """
+    return Div.apply(x, y)
+
+
 class Neg(Function):
     differentiable_twice = True
 
@@ -89,6 +118,14 @@ class Neg(Function):
     @staticmethod
     def backward(ctx, g):
         return -g
+
+
+def neg(x):
+    """``-x``.
+
+    >>> ops.neg(x)
+    """
+    return Neg.apply(x)
 
 
 class Pow(Function):
@@ -127,6 +164,14 @@ class Pow(Function):
         return gx, gp
 
 
+def pow(x, p):
+    """``x ** p``; ``p`` a number or a tensor (then d/dp = x**p * log x).
+
+    >>> ops.pow(x, 2.0)
+    """
+    return Pow.apply(x, p)
+
+
 class Exp(Function):
     differentiable_twice = True
 
@@ -142,6 +187,14 @@ class Exp(Function):
         return g * out
 
 
+def exp(x):
+    """``e ** x``; the vjp reuses the output.
+
+    >>> ops.exp(x)
+    """
+    return Exp.apply(x)
+
+
 class Log(Function):
     differentiable_twice = True
 
@@ -154,6 +207,14 @@ class Log(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g / x
+
+
+def log(x):
+    """Natural logarithm.
+
+    >>> ops.log(x)
+    """
+    return Log.apply(x)
 
 
 class Sqrt(Function):
@@ -171,6 +232,14 @@ class Sqrt(Function):
         return g / (out * 2)
 
 
+def sqrt(x):
+    """Square root; the vjp reuses the output.
+
+    >>> ops.sqrt(x)
+    """
+    return Sqrt.apply(x)
+
+
 class Abs(Function):
     differentiable_twice = True
 
@@ -183,6 +252,23 @@ class Abs(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g * ctx.xp.sign(x)
+
+
+def abs(x):
+    """``|x|``; gradient ``sign(x)`` (0 at 0).
+
+    >>> ops.abs(x)
+    """
+    return Abs.apply(x)
+
+
+def sign(x):
+    """-1, 0 or 1 elementwise. Not differentiable: the result never requires grad.
+
+    >>> ops.sign(tapegrad.tensor([-2.0, 0.0, 3.0]))   # [-1, 0, 1]
+    """
+    t = x if isinstance(x, Tensor) else Tensor(x)
+    return _wrap(t.device.xp.sign(t.data), t.device, None, 0, False)
 
 
 class _Select(Function):
@@ -216,9 +302,25 @@ class Maximum(_Select):
     wins = staticmethod(lambda x, y: x > y)
 
 
+def maximum(x, y):
+    """Elementwise max; at ties each input gets half the gradient (as torch.maximum).
+
+    >>> ops.maximum(x, 0.0)
+    """
+    return Maximum.apply(x, y)
+
+
 class Minimum(_Select):
     pick = staticmethod(lambda xp, x, y: xp.minimum(x, y))
     wins = staticmethod(lambda x, y: x < y)
+
+
+def minimum(x, y):
+    """Elementwise min; at ties each input gets half the gradient.
+
+    >>> ops.minimum(x, y)
+    """
+    return Minimum.apply(x, y)
 
 
 class Where(Function):
@@ -236,6 +338,17 @@ class Where(Function):
         xp = ctx.xp
         _, nx, ny = ctx.needs_input_grad
         return (None, xp.where(cond, g, 0) if nx else None, xp.where(cond, 0, g) if ny else None)
+
+
+def where(cond, x, y):
+    """``x`` where ``cond`` else ``y``; ``cond`` is a bool tensor or array (no gradient).
+
+    >>> ops.where(x > 0, x, 0.1 * x)
+    """
+    c = cond.data if isinstance(cond, Tensor) else cond
+    if getattr(c, "dtype", np.dtype(bool)) != np.bool_:
+        raise DTypeError(f"where: the condition must be boolean, got {describe(c)}")
+    return Where.apply(c, x, y)
 
 
 class Clip(Function):
@@ -259,6 +372,14 @@ class Clip(Function):
         return ctx.xp.where(inside, g, 0), None, None
 
 
+def clip(x, min=None, max=None):
+    """Clamp to ``[min, max]``; the gradient passes where ``min <= x <= max``.
+
+    >>> ops.clip(x, -1.0, 1.0)
+    """
+    return Clip.apply(x, min, max)
+
+
 class Cast(Function):
     differentiable_twice = True
 
@@ -269,6 +390,14 @@ class Cast(Function):
     @staticmethod
     def backward(ctx, g):
         return g, None  # the engine casts back to the input's dtype
+
+
+def cast(x, dtype, copy=False):
+    """Convert to ``dtype``; the gradient is cast back. Integer targets drop the graph.
+
+    >>> ops.cast(x, 'float64')
+    """
+    return Cast.apply(x, np.dtype(dtype), copy=copy)
 
 
 class ToDevice(Function):
@@ -287,132 +416,3 @@ class ToDevice(Function):
         src = ctx.source
         with src.use():
             return src.xp.asarray(g) if src.type == "cuda" else g.get()
-
-
-def add(x, y):
-    """``x + y`` with broadcasting. >>> ops.add(x, 1.0)"""
-    return Add.apply(x, y)
-
-
-def sub(x, y):
-    """``x - y``.
-
-    >>> ops.sub(x, 1.0)
-    """
-    return Sub.apply(x, y)
-
-
-def mul(x, y):
-    """``x * y``.
-
-    >>> ops.mul(x, w)
-    """
-    return Mul.apply(x, y)
-
-
-def div(x, y):
-    """``x / y``.
-
-    >>> ops.div(x, x.sum())
-    """
-    return Div.apply(x, y)
-
-
-def neg(x):
-    """``-x``.
-
-    >>> ops.neg(x)
-    """
-    return Neg.apply(x)
-
-
-def pow(x, p):
-    """``x ** p``; ``p`` a number or a tensor (then d/dp = x**p * log x).
-
-    >>> ops.pow(x, 2.0)
-    """
-    return Pow.apply(x, p)
-
-
-def exp(x):
-    """``e ** x``; the vjp reuses the output.
-
-    >>> ops.exp(x)
-    """
-    return Exp.apply(x)
-
-
-def log(x):
-    """Natural logarithm.
-
-    >>> ops.log(x)
-    """
-    return Log.apply(x)
-
-
-def sqrt(x):
-    """Square root; the vjp reuses the output.
-
-    >>> ops.sqrt(x)
-    """
-    return Sqrt.apply(x)
-
-
-def abs(x):
-    """``|x|``; gradient ``sign(x)`` (0 at 0).
-
-    >>> ops.abs(x)
-    """
-    return Abs.apply(x)
-
-
-def sign(x):
-    """-1, 0 or 1 elementwise. Not differentiable: the result never requires grad.
-
-    >>> ops.sign(tapegrad.tensor([-2.0, 0.0, 3.0]))   # [-1, 0, 1]
-    """
-    t = x if isinstance(x, Tensor) else Tensor(x)
-    return _wrap(t.device.xp.sign(t.data), t.device, None, 0, False)
-
-
-def maximum(x, y):
-    """Elementwise max; at ties each input gets half the gradient (as torch.maximum).
-
-    >>> ops.maximum(x, 0.0)
-    """
-    return Maximum.apply(x, y)
-
-
-def minimum(x, y):
-    """Elementwise min; at ties each input gets half the gradient.
-
-    >>> ops.minimum(x, y)
-    """
-    return Minimum.apply(x, y)
-
-
-def where(cond, x, y):
-    """``x`` where ``cond`` else ``y``; ``cond`` is a bool tensor or array (no gradient).
-
-    >>> ops.where(x > 0, x, 0.1 * x)
-    """
-    c = cond.data if isinstance(cond, Tensor) else cond
-    if getattr(c, "dtype", np.dtype(bool)) != np.bool_:
-        raise DTypeError(f"where: the condition must be boolean, got {describe(c)}")
-    return Where.apply(c, x, y)
-
-
-def clip(x, min=None, max=None):
-    """Clamp to ``[min, max]``; the gradient passes where ``min <= x <= max``.
-
-    >>> ops.clip(x, -1.0, 1.0)
-    """
-    return Clip.apply(x, min, max)
-
-
-def cast(x, dtype, copy=False):
-    """Convert to ``dtype``; the gradient is cast back. Integer targets drop the graph.
-
-    >>> ops.cast(x, 'float64')
-    """
-    return Cast.apply(x, np.dtype(dtype), copy=copy)
