@@ -14,74 +14,13 @@ from tapegrad import ops
 from tapegrad.errors import ArgumentError, DTypeError, ShapeError
 from tapegrad.ops import conv as conv_mod
 from tapegrad.testing import directional_gradcheck, gradcheck
+from tapegrad.testing.reference import ref_conv2d, ref_conv_transpose2d
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-# ----------------------------------------------------------- references
-
-
-def _pad4(p):
-    if isinstance(p, int):
-        return (p, p, p, p)
-    return (p[0], p[0], p[1], p[1]) if len(p) == 2 else tuple(p)
-
-
 def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
-
-
-def ref_conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
-    """Direct loops over output pixels and kernel offsets (slow, obviously right)."""
-    sh, sw = _pair(stride)
-    dh, dw = _pair(dilation)
-    t, bo, le, r = _pad4(padding)
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    xp = np.zeros((n, c, h + t + bo, wd + le + r))
-    xp[:, :, t:t + h, le:le + wd] = x
-    ho = (h + t + bo - dh * (kh - 1) - 1) // sh + 1
-    wo = (wd + le + r - dw * (kw - 1) - 1) // sw + 1
-    og = o // groups
-    y = np.zeros((n, o, ho, wo))
-    for gi in range(groups):
-        for oi in range(og):
-            oc = gi * og + oi
-            for i in range(ho):
-                for j in range(wo):
-                    for p in range(kh):
-                        for q in range(kw):
-                            patch = xp[:, gi * cg:(gi + 1) * cg, i * sh + p * dh, j * sw + q * dw]
-                            y[:, oc, i, j] += patch @ w[oc, :, p, q]
-    if b is not None:
-        y += b.reshape(1, -1, 1, 1)
-    return y
-
-
-def ref_conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
-                         dilation=1):
-    """Scatter each input pixel times the kernel into the (padded) output, then crop."""
-    sh, sw = _pair(stride)
-    dh, dw = _pair(dilation)
-    oph, opw = _pair(output_padding)
-    t, bo, le, r = _pad4(padding)
-    n, cin, h, wd = x.shape
-    _, og, kh, kw = w.shape
-    cg = cin // groups
-    hp = (h - 1) * sh + dh * (kh - 1) + 1 + oph
-    wp = (wd - 1) * sw + dw * (kw - 1) + 1 + opw
-    out = np.zeros((n, og * groups, hp, wp))
-    for gi in range(groups):
-        for i in range(h):
-            for j in range(wd):
-                for p in range(kh):
-                    for q in range(kw):
-                        v = x[:, gi * cg:(gi + 1) * cg, i, j] @ w[gi * cg:(gi + 1) * cg, :, p, q]
-                        out[:, gi * og:(gi + 1) * og, i * sh + p * dh, j * sw + q * dw] += v
-    out = out[:, :, t:hp - bo, le:wp - r]
-    if b is not None:
-        out = out + b.reshape(1, -1, 1, 1)
-    return out
 
 
 # ----------------------------------------------------------- geometries

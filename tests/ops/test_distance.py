@@ -11,23 +11,11 @@ import tapegrad
 from tapegrad import ops
 from tapegrad.errors import ArgumentError, DTypeError, ShapeError
 from tapegrad.testing import gradcheck
+from tapegrad.testing.reference import ref_pdist
 
 
 def _t(a, requires_grad=False):
     return tapegrad.tensor(np.asarray(a), requires_grad=requires_grad)
-
-
-def ref_pdist(x, x0, p, no_root=False, aggregate=False, iw=None):
-    """A direct loop over (n, h, w): y = (sum_c |x - x0|^p)^(1/p)."""
-    x0 = np.broadcast_to(x0, x.shape)
-    y = np.zeros(x.shape[:1] + (1,) + x.shape[2:])
-    for n in range(x.shape[0]):
-        for pos in np.ndindex(*x.shape[2:]):
-            s = sum(abs(x[(n, c) + pos] - x0[(n, c) + pos]) ** p for c in range(x.shape[1]))
-            y[(n, 0) + pos] = s if no_root else s ** (1 / p)
-    if iw is not None:
-        y = y * iw
-    return y.sum() if aggregate else y
 
 
 @st.composite

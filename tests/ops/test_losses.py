@@ -14,54 +14,13 @@ import tapegrad
 from tapegrad import ops
 from tapegrad.errors import ArgumentError, DTypeError, GraphError, ShapeError
 from tapegrad.testing import gradcheck
+from tapegrad.testing.reference import class_positions, ref_cross_entropy
 
 IGN = -100
 
 
 def _t(a, requires_grad=False):
     return tapegrad.tensor(np.asarray(a), requires_grad=requires_grad)
-
-
-# ------------------------------------------------------------- references
-
-def _positions(x, t):
-    """(logit vector, target) per position, in order: a direct loop."""
-    n, c = x.shape[:2]
-    xs = np.moveaxis(x, 1, -1).reshape(-1, c)
-    return list(zip(xs, t.reshape(-1)))
-
-
-def ref_cross_entropy(x, t, weight=None, ignore_index=IGN, reduction="mean",
-                      label_smoothing=0.0, normalization=None):
-    c = x.shape[1]
-    w = np.ones(c) if weight is None else np.asarray(weight, dtype=np.float64)
-    losses, wsum, n_valid = [], 0.0, 0
-    for v, k in _positions(x.astype(np.float64), t):
-        if k == ignore_index:
-            losses.append(0.0)
-            continue
-        m = max(v)
-        lse = m + math.log(sum(math.exp(a - m) for a in v))
-        logp = [a - lse for a in v]
-        nll = -w[k] * logp[k]
-        smooth = -sum(w[j] * logp[j] for j in range(c)) / c
-        losses.append((1 - label_smoothing) * nll + label_smoothing * smooth)
-        wsum += w[k]
-        n_valid += 1
-    losses = np.array(losses).reshape(t.shape)
-    total = float(losses.sum())
-    if normalization is not None:
-        # Caffe's normalizers are at least 1
-        div = {"valid": max(n_valid, 1), "batch_size": max(t.shape[0], 1),
-               "full": max(t.size, 1), "none": 1}[normalization.lower()]
-        return total / div
-    if reduction == "none":
-        return losses
-    if reduction == "sum":
-        return total
-    if t.size == 0:
-        return math.nan  # the mean over an empty batch, as in PyTorch
-    return total / (wsum if weight is not None else n_valid) if n_valid else 0.0  # all ignored
 
 
 def _softmax(x):
@@ -282,7 +241,7 @@ def test_nll_loss_gradcheck_and_reference(problem, reduction):
     fn = lambda a: ops.nll_loss(a, t, weight=weight, reduction=reduction)
     gradcheck(fn, [lp])
     w = np.ones(x.shape[1]) if weight is None else weight
-    per = np.array([0.0 if k == IGN else -w[k] * v[k] for v, k in _positions(lp, t)])
+    per = np.array([0.0 if k == IGN else -w[k] * v[k] for v, k in class_positions(lp, t)])
     per = per.reshape(t.shape)
     denom = sum(w[k] for k in t.reshape(-1) if k != IGN)
     expect = {"none": per, "sum": per.sum(),

@@ -14,6 +14,7 @@ from tapegrad import ops
 from tapegrad.errors import ArgumentError, DTypeError, ShapeError
 from tapegrad.testing import gradcheck
 from tapegrad.testing import strategies as st
+from tapegrad.testing.reference import ref_batch_norm, ref_lrn, ref_spnorm
 
 # ----------------------------------------------------------------- batch norm
 
@@ -39,20 +40,6 @@ def test_batch_norm_gradcheck(shape, training, affine, data):
     gradcheck(fn, inputs)
 
 
-def _reference_bn(x, rm, rv, w, b, training, momentum, eps):
-    axes = (0,) + tuple(range(2, x.ndim))
-    shape = (1, -1) + (1,) * (x.ndim - 2)
-    if training:
-        mean, var = x.mean(axis=axes), x.var(axis=axes)
-        m = x.size // x.shape[1]
-        new_rm = (1 - momentum) * rm + momentum * mean
-        new_rv = (1 - momentum) * rv + momentum * var * m / (m - 1)
-    else:
-        mean, var, new_rm, new_rv = rm, rv, rm, rv
-    y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
-    return y * w.reshape(shape) + b.reshape(shape), new_rm, new_rv
-
-
 @pytest.mark.parametrize("shape", [(5, 3), (4, 3, 2, 5)])
 @pytest.mark.parametrize("training", [True, False])
 def test_batch_norm_forward_and_running_statistics(shape, training):
@@ -65,7 +52,7 @@ def test_batch_norm_forward_and_running_statistics(shape, training):
     v0 = (rm.version, rv.version)
     y = ops.batch_norm(tg.tensor(x), rm, rv, tg.tensor(w), tg.tensor(b), training=training,
                        momentum=0.3, eps=1e-3)
-    ref, new_rm, new_rv = _reference_bn(x, rm0, rv0, w, b, training, 0.3, 1e-3)
+    ref, new_rm, new_rv = ref_batch_norm(x, rm0, rv0, w, b, training, 0.3, 1e-3)
     np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(rm.numpy(), new_rm, rtol=1e-12)
     np.testing.assert_allclose(rv.numpy(), new_rv, rtol=1e-12)
@@ -121,7 +108,7 @@ def test_batch_norm_tiny_variance_is_stable():
     g = rng.normal(size=y.shape).astype(np.float32)
     y.backward(tg.tensor(g))
     xd = x.numpy().astype(np.float64)  # the float32 values, in float64
-    ref, _, new_rv = _reference_bn(xd, np.zeros(3), np.ones(3), np.full(3, 2.0), np.zeros(3),
+    ref, _, new_rv = ref_batch_norm(xd, np.zeros(3), np.ones(3), np.full(3, 2.0), np.zeros(3),
                                    True, 0.1, 1e-5)
     assert np.all(np.isfinite(y.numpy())) and np.all(np.isfinite(x.grad.numpy()))
     np.testing.assert_allclose(y.numpy(), ref, atol=2e-4)
@@ -221,7 +208,7 @@ def test_batch_norm_float16_statistics_in_float32(training):
     rm0, rv0 = rm.numpy().astype(np.float64), rv.numpy().astype(np.float64)
     x, w, b = (tg.tensor(a, requires_grad=True) for a in (x16, w16, b16))
     y = ops.batch_norm(x, rm, rv, w, b, training=training)
-    ref, new_rm, new_rv = _reference_bn(*(a.astype(np.float64) for a in (x16, rm0, rv0, w16,
+    ref, new_rm, new_rv = ref_batch_norm(*(a.astype(np.float64) for a in (x16, rm0, rv0, w16,
                                                                           b16)),
                                         training, 0.1, 1e-5)
     assert y.dtype == np.float16
@@ -295,19 +282,6 @@ def test_batch_norm_zero_size_against_torch():
 # -------------------------------------------------------- local response norm
 
 
-def ref_lrn(x, size, alpha, beta, k, over_size):
-    """Per-channel loops with the MatConvNet/Caffe window, truncated at the edges."""
-    c = x.shape[1]
-    lo = (size - 1) // 2
-    hi = size - 1 - lo
-    a = alpha / size if over_size else alpha
-    y = np.empty_like(x)
-    for ch in range(c):
-        s = sum(x[:, q] ** 2 for q in range(max(0, ch - lo), min(c, ch + hi + 1)))
-        y[:, ch] = x[:, ch] / (k + a * s) ** beta
-    return y
-
-
 @given(size=hst.integers(1, 6), c=hst.integers(1, 6), over=hst.booleans(), data=hst.data())
 def test_lrn_matches_loop_reference_and_gradchecks(size, c, over, data):
     x = data.draw(st.arrays((2, c, 2, 2)))
@@ -361,21 +335,6 @@ def test_lrn_float32_and_errors():
 
 
 # ---------------------------------------------------------------- spnorm
-
-
-def ref_spnorm(x, ph, pw, alpha, beta):
-    """MatConvNet's vl_nnspnorm by loops: average of x^2 over the part of the
-    PH x PW neighbourhood inside the image."""
-    n, c, h, w = x.shape
-    top, left = (ph - 1) // 2, (pw - 1) // 2
-    y = np.empty_like(x)
-    for i in range(h):
-        for j in range(w):
-            r0, r1 = max(0, i - top), min(h, i - top + ph)
-            c0, c1 = max(0, j - left), min(w, j - left + pw)
-            n2 = (x[:, :, r0:r1, c0:c1] ** 2).mean(axis=(2, 3))
-            y[:, :, i, j] = x[:, :, i, j] / (1 + alpha * n2) ** beta
-    return y
 
 
 @given(ph=hst.integers(1, 4), pw=hst.integers(1, 4), h=hst.integers(1, 4),

@@ -1,7 +1,5 @@
-"""Pooling: a direct-loop reference, hypothesis gradchecks over geometries,
+"""Pooling against the direct-loop reference, hypothesis gradchecks over geometries,
 the Caffe and MatConvNet conventions on hand-computed cases, ties, errors."""
-
-import math
 
 import numpy as np
 import pytest
@@ -14,53 +12,7 @@ from tapegrad import ops
 from tapegrad.errors import ArgumentError, DTypeError, ShapeError
 from tapegrad.testing import gradcheck
 from tapegrad.testing import strategies as st
-
-# ------------------------------------------------------------------ reference
-
-
-def _ref_size(size, k, s, before, after, ceil):
-    span = size + before + after - k
-    if ceil:
-        n = math.ceil(span / s) + 1
-        if (n - 1) * s >= size + before:
-            n -= 1
-        return n
-    return span // s + 1
-
-
-def ref_pool(x, k, s, pad, ceil, method, include_pad=True):
-    """Pooling by loops over every output pixel; also the arg-max by PyTorch's
-    rule: start at the window's first cell inside the input, move on
-    ``v > best or isnan(v)`` (ties keep the first; the last NaN wins)."""
-    n, c, h, w = x.shape
-    (kh, kw), (sh, sw), (pt, pb, pl, pr) = k, s, pad
-    ho = _ref_size(h, kh, sh, pt, pb, ceil)
-    wo = _ref_size(w, kw, sw, pl, pr, ceil)
-    out = np.zeros((n, c, ho, wo))
-    arg = np.zeros((n, c, ho, wo, 2), int)
-    for b in range(n):
-        for ch in range(c):
-            for i in range(ho):
-                for j in range(wo):
-                    r0, c0 = i * sh - pt, j * sw - pl
-                    r1, c1 = r0 + kh, c0 + kw
-                    best, where, total = -np.inf, (max(r0, 0), max(c0, 0)), 0.0
-                    for r in range(max(r0, 0), min(r1, h)):
-                        for q in range(max(c0, 0), min(c1, w)):
-                            v = x[b, ch, r, q]
-                            total += v
-                            if v > best or np.isnan(v):
-                                best, where = v, (r, q)
-                    if method == "max":
-                        out[b, ch, i, j] = best
-                        arg[b, ch, i, j] = where
-                    else:
-                        if include_pad:  # cells inside the padded input
-                            cnt = (min(r1, h + pb) - r0) * (min(c1, w + pr) - c0)
-                        else:
-                            cnt = (min(r1, h) - max(r0, 0)) * (min(c1, w) - max(c0, 0))
-                        out[b, ch, i, j] = total / cnt
-    return out, arg
+from tapegrad.testing.reference import ref_pool
 
 
 @hst.composite

@@ -8,8 +8,8 @@ FunctionTestCase), checked over the whole table of tapegrad.testing.specs:
 - ``zero_size``: the spec's zero-size batch gives the reference's output, and
   zero gradients of the inputs' shapes -- or the error the spec names where
   an empty batch has no value;
-- ``reference``: the float64 forward equals the spec's NumPy reference (or
-  the direct-loop reference of the family test, see LOOP_REFERENCES);
+- ``reference``: the float64 forward equals the spec's NumPy reference (a
+  closed form, or a direct loop of tapegrad.testing.reference);
 - ``float16``: the float16 forward stays float16 and within float16 rounding
   of the float32 forward of the same values -- or, for specs marked
   ``float16=False``, raises a DTypeError naming the op.
@@ -25,94 +25,16 @@ import warnings
 
 import numpy as np
 import pytest
-from test_conv import ref_conv2d, ref_conv_transpose2d
-from test_distance import ref_pdist
-from test_losses import ref_cross_entropy
-from test_normalization import _reference_bn, ref_lrn, ref_spnorm
-from test_pool import ref_pool
-from test_vl_loss import ref_vl_loss
 
 from tapegrad.errors import DTypeError, ShapeError
 from tapegrad.tape import Function
 from tapegrad.tape import grad as tape_grad
 from tapegrad.tensor import Tensor
 from tapegrad.testing.specs import OpSpec, all_specs
-from tapegrad.testing.specs import distance as distance_specs
-from tapegrad.testing.specs import losses as loss_specs
-from tapegrad.testing.specs import vl_loss as vl_specs
 
 SPECS = all_specs()
 BY_ID = {s.id: s for s in SPECS}
 
-
-def _bn(training):
-    def ref(x, w=None, b=None):
-        c = x.shape[1]
-        w, b = (np.ones(c), np.zeros(c)) if w is None else (w, b)
-        return _reference_bn(x, np.full(c, 0.3), np.full(c, 1.7), w, b, training, 0.1, 1e-5)[0]
-
-    return ref
-
-
-def _ce(targets, **kw):
-    return lambda x: ref_cross_entropy(x, targets[:len(x)], **kw)
-
-
-def _vl(labels, kind, iw=None):
-    return lambda x: ref_vl_loss(x, labels[:len(x)], kind, None if iw is None else iw[:len(x)])[0]
-
-
-def _pool(k, s, pad, ceil, method, include_pad=True):
-    return lambda x: ref_pool(x, k, s, pad, ceil, method, include_pad)[0]
-
-
-L, V = loss_specs, vl_specs
-# Direct-loop references that live in the family tests (reused, not copied),
-# for specs whose closed form does not fit in the spec table; keyed by spec id.
-LOOP_REFERENCES = {
-    "conv2d[3x3 pad 1]": lambda x, w, b: ref_conv2d(x, w, b, padding=1),
-    "conv2d[stride, asymmetric pad, dilation]": lambda x, w, b: ref_conv2d(
-        x, w, b, stride=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2)),
-    "conv2d[groups, no bias]": lambda x, w: ref_conv2d(x, w, stride=2, groups=2),
-    "conv2d[fully connected]": ref_conv2d,
-    "conv_transpose2d[upsample 2]": lambda x, w, b: ref_conv_transpose2d(x, w, b, stride=2),
-    "conv_transpose2d[crop, groups, output_padding]": lambda x, w, b: ref_conv_transpose2d(
-        x, w, b, stride=(2, 3), padding=(1, 0, 0, 2), output_padding=(1, 0), groups=2),
-    "conv_transpose2d[dilation]": lambda x, w, b: ref_conv_transpose2d(
-        x, w, b, padding=1, dilation=2),
-    "max_pool2d[2x2 tiles]": _pool((2, 2), (2, 2), (0, 0, 0, 0), False, "max"),
-    "max_pool2d[asymmetric pad, ceil]": _pool((3, 2), (2, 1), (1, 0, 1, 1), True, "max"),
-    "avg_pool2d[2x2 tiles]": _pool((2, 2), (2, 2), (0, 0, 0, 0), False, "avg"),
-    "avg_pool2d[Caffe: ceil, include pad]": _pool((3, 3), (2, 2), (1, 1, 1, 1), True, "avg"),
-    "avg_pool2d[MatConvNet: exclude pad]": _pool((2, 3), (1, 1), (0, 1, 2, 1), False, "avg",
-                                                 include_pad=False),
-    "batch_norm[train NCHW]": _bn(True),
-    "batch_norm[train NC]": _bn(True),
-    "batch_norm[eval NCHW]": _bn(False),
-    "batch_norm[train, no affine, no stats]": _bn(True),
-    "local_response_norm[Caffe]": lambda x: ref_lrn(x, 3, 0.5, 0.75, 1.0, True),
-    "local_response_norm[MatConvNet, even size]": lambda x: ref_lrn(x, 4, 0.2, 0.6, 2.0, False),
-    "spnorm": lambda x: ref_spnorm(x, 3, 2, 0.5, 0.75),
-    "cross_entropy": _ce(L._T),
-    "cross_entropy[weight+smoothing]": _ce(L._T, weight=L._W, label_smoothing=0.2),
-    "cross_entropy[none]": _ce(L._T, reduction="none"),
-    "cross_entropy[spatial weight]": _ce(L._TS, weight=L._W[:3]),
-    "cross_entropy[caffe FULL]": _ce(L._TS, normalization="FULL"),
-    "loss[softmaxlog]": _vl(V._CAT, "softmaxlog"),
-    "loss[log]": _vl(V._CAT, "log", V._IW[:, 0]),  # (N, 1, H, W) -> (N, H, W)
-    "loss[mhinge]": _vl(V._CAT, "mhinge"),
-    "loss[mshinge]": _vl(V._CAT, "mshinge"),
-    "loss[classerror]": _vl(V._CAT, "classerror"),
-    "loss[binarylog]": _vl(V._BIN, "binarylog"),
-    "loss[logistic]": _vl(V._BIN, "logistic"),
-    "loss[hinge]": _vl(V._BIN, "hinge"),
-    "pdist": lambda x, x0: ref_pdist(x, x0, 2),
-    "pdist[squared L2]": lambda x, x0: ref_pdist(x, x0, 2, no_root=True),
-    "pdist[L1 per image]": lambda x, x0: ref_pdist(x, x0, 1),
-    "pdist[p3 weighted aggregate]": lambda x, x0: ref_pdist(
-        x, x0, 3, aggregate=True, iw=distance_specs._IW[:len(x), None, None, None]),
-    "pdist[p0.5]": lambda x, x0: ref_pdist(x, x0, 0.5),
-}
 
 INVARIANTS = ("float32", "no_mutation", "zero_size", "reference", "float16")
 
@@ -124,7 +46,7 @@ def _applies(invariant, spec):
     if invariant == "zero_size":
         return spec.zero_size is not None
     if invariant == "reference":
-        return _reference(spec) is not None
+        return spec.reference is not None
     return True
 
 
@@ -137,10 +59,6 @@ def _cases(invariant):
         marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
         out.append(pytest.param(spec, id=spec.id, marks=marks))
     return out
-
-
-def _reference(spec):
-    return LOOP_REFERENCES.get(spec.id, spec.reference)
 
 
 def _cast(arrays, dtype):
@@ -227,10 +145,10 @@ def test_zero_size_batch(spec):
         with pytest.raises(spec.zero_size_raises, match=spec.name):
             spec.fn(*_leaves(arrays))
         return
-    if _reference(spec) is not None:
+    if spec.reference is not None:
         with warnings.catch_warnings():  # NumPy warns of the mean of an empty slice
             warnings.simplefilter("ignore", RuntimeWarning)
-            expected = _reference(spec)(*arrays)
+            expected = spec.reference(*arrays)
         _assert_matches(spec, _run(spec, arrays)[0], expected)
     _, diff, grads = _run(spec, arrays, _ones)
     for k, (x, g) in enumerate(zip(diff, grads)):
@@ -244,7 +162,7 @@ def test_zero_size_batch(spec):
 def test_forward_matches_numpy_reference(spec):
     arrays = _cast(_inputs(spec), np.float64)
     outs, _, _ = _run(spec, arrays)
-    _assert_matches(spec, outs, _reference(spec)(*arrays))
+    _assert_matches(spec, outs, spec.reference(*arrays))
 
 
 @pytest.mark.parametrize("spec", _cases("float16"))

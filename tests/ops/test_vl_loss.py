@@ -1,86 +1,19 @@
 """MatConvNet's vl_nnloss kinds (tapegrad/ops/vl_loss.py): each against a direct
 loop over MatConvNet's formulas, label forms, summing, errors."""
 
-import math
-
 import numpy as np
 import pytest
 
 import tapegrad
 from tapegrad import ops
 from tapegrad.errors import ArgumentError, DTypeError, ShapeError
+from tapegrad.testing.reference import ref_vl_loss
 
 IGN = -100
 
 
 def _t(a, requires_grad=False):
     return tapegrad.tensor(np.asarray(a), requires_grad=requires_grad)
-
-
-def ref_vl_loss(x, c, kind, iw=None, topk=5, threshold=0.0):
-    """A direct loop over (n, h, w) [and d for binary kinds], MatConvNet's
-    formulas with 0-based labels (negative = ignored) and ±1 binary labels
-    (0 = ignored). Returns (loss, dloss/dx)."""
-    n, d = x.shape[:2]
-    sp = x.shape[2:]
-    g = np.zeros_like(x)
-    total = 0.0
-    for i in range(n):
-        for pos in np.ndindex(*sp):
-            v = x[(i, slice(None)) + pos]
-            if kind in ("binaryerror", "binarylog", "logistic", "hinge"):
-                for k in range(d):
-                    lab = c[(i, k) + pos]
-                    wgt = 1.0 if iw is None else iw[(i, k) + pos]
-                    if lab == 0:
-                        continue
-                    xv = v[k]
-                    if kind == "binaryerror":
-                        val, dv = float(np.sign(xv - threshold) != lab), 0.0
-                    elif kind == "binarylog":
-                        val = -math.log(lab * (xv - 0.5) + 0.5)
-                        dv = -lab / (lab * (xv - 0.5) + 0.5)
-                    elif kind == "logistic":
-                        val = math.log1p(math.exp(-lab * xv))
-                        dv = -lab / (1 + math.exp(lab * xv))
-                    else:
-                        val = max(0.0, 1 - lab * xv)
-                        dv = -lab if lab * xv < 1 else 0.0
-                    total += wgt * val
-                    g[(i, k) + pos] += wgt * dv
-                continue
-            lab = c[(i,) + pos]
-            wgt = 1.0 if iw is None else iw[(i,) + pos]
-            if lab < 0:
-                continue
-            dv = np.zeros(d)
-            if kind == "classerror":
-                val = float(int(np.argmax(v)) != lab)
-            elif kind == "topkerror":
-                rank = sum(1 for q in range(d) if v[q] > v[lab])
-                val = float(rank >= topk)
-            elif kind == "log":
-                val = -math.log(v[lab])
-                dv[lab] = -1 / v[lab]
-            elif kind == "softmaxlog":
-                p = np.exp(v - v.max())
-                p /= p.sum()
-                val = -math.log(p[lab])
-                dv = p.copy()
-                dv[lab] -= 1
-            elif kind == "mhinge":
-                val = max(0.0, 1 - v[lab])
-                dv[lab] = -1.0 if v[lab] < 1 else 0.0
-            else:  # mshinge
-                q = max((k for k in range(d) if k != lab), key=lambda k: v[k], default=None)
-                best = -math.inf if q is None else v[q]
-                val = max(0.0, 1 - v[lab] + best)
-                if q is not None and v[lab] - v[q] < 1:
-                    dv[lab] -= 1
-                    dv[q] += 1
-            total += wgt * val
-            g[(i, slice(None)) + pos] += wgt * dv
-    return total, g
 
 
 CATEGORICAL = ["classerror", "topkerror", "log", "softmaxlog", "mhinge", "mshinge"]

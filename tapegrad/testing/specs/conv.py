@@ -1,6 +1,7 @@
-"""Specs of tapegrad/ops/conv.py."""
+"""Specs of tapegrad/ops/conv.py, each against the direct-loop reference."""
 
 from ... import ops
+from ..reference import ref_conv2d, ref_conv_transpose2d
 from . import OpSpec
 
 
@@ -22,23 +23,25 @@ def _convt_inputs(x_shape, w_shape, groups=1):
     return make
 
 
+def _conv(inputs, label, **kw):
+    return OpSpec("conv2d", lambda x, w, *b: ops.conv2d(x, w, *b, **kw), inputs, label,
+                  reference=lambda x, w, *b: ref_conv2d(x, w, *b, **kw))
+
+
+def _convt(inputs, label, **kw):
+    return OpSpec("conv_transpose2d", lambda x, w, b: ops.conv_transpose2d(x, w, b, **kw),
+                  inputs, label, reference=lambda x, w, b: ref_conv_transpose2d(x, w, b, **kw))
+
+
 SPECS = [
-    OpSpec("conv2d", lambda x, w, b: ops.conv2d(x, w, b, padding=1),
-           _conv_inputs((2, 3, 5, 5), (4, 3, 3, 3)), "3x3 pad 1"),
-    OpSpec("conv2d", lambda x, w, b: ops.conv2d(x, w, b, stride=(2, 1), padding=(1, 0, 2, 1),
-                                                dilation=(1, 2)),
-           _conv_inputs((1, 2, 6, 5), (3, 2, 2, 3)), "stride, asymmetric pad, dilation"),
-    OpSpec("conv2d", lambda x, w: ops.conv2d(x, w, stride=2, groups=2),
-           _conv_inputs((2, 4, 5, 6), (4, 2, 3, 2), bias=False), "groups, no bias"),
-    OpSpec("conv2d", lambda x, w, b: ops.conv2d(x, w, b),
-           _conv_inputs((3, 2, 3, 4), (5, 2, 3, 4)), "fully connected"),
-    OpSpec("conv_transpose2d", lambda x, w, b: ops.conv_transpose2d(x, w, b, stride=2),
-           _convt_inputs((2, 3, 3, 3), (3, 2, 3, 3)), "upsample 2"),
-    OpSpec("conv_transpose2d",
-           lambda x, w, b: ops.conv_transpose2d(x, w, b, stride=(2, 3), padding=(1, 0, 0, 2),
-                                                output_padding=(1, 0), groups=2, dilation=1),
-           _convt_inputs((1, 4, 3, 2), (4, 1, 3, 4), groups=2), "crop, groups, output_padding"),
-    OpSpec("conv_transpose2d",
-           lambda x, w, b: ops.conv_transpose2d(x, w, b, padding=1, dilation=2),
-           _convt_inputs((1, 2, 4, 3), (2, 3, 2, 3)), "dilation"),
+    _conv(_conv_inputs((2, 3, 5, 5), (4, 3, 3, 3)), "3x3 pad 1", padding=1),
+    _conv(_conv_inputs((1, 2, 6, 5), (3, 2, 2, 3)), "stride, asymmetric pad, dilation",
+          stride=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2)),
+    _conv(_conv_inputs((2, 4, 5, 6), (4, 2, 3, 2), bias=False), "groups, no bias", stride=2,
+          groups=2),
+    _conv(_conv_inputs((3, 2, 3, 4), (5, 2, 3, 4)), "fully connected"),
+    _convt(_convt_inputs((2, 3, 3, 3), (3, 2, 3, 3)), "upsample 2", stride=2),
+    _convt(_convt_inputs((1, 4, 3, 2), (4, 1, 3, 4), groups=2), "crop, groups, output_padding",
+           stride=(2, 3), padding=(1, 0, 0, 2), output_padding=(1, 0), groups=2, dilation=1),
+    _convt(_convt_inputs((1, 2, 4, 3), (2, 3, 2, 3)), "dilation", padding=1, dilation=2),
 ]

@@ -1,8 +1,9 @@
-"""Specs of tapegrad/ops/distance.py."""
+"""Specs of tapegrad/ops/distance.py, against the direct-loop reference."""
 
 import numpy as np
 
 from ... import ops
+from ..reference import ref_pdist
 from . import OpSpec, empty_batch
 
 
@@ -18,14 +19,21 @@ _IW = np.array([0.5, 2.0])
 _BATCH2 = empty_batch(0, 1)  # x and x0 share the batch
 
 
+def _pdist(inputs, label="", p=2, iw=None, **kw):
+    def fn(x, x0):
+        return ops.pdist(x, x0, p=p, instance_weights=None if iw is None else iw[:len(x)], **kw)
+
+    def reference(x, x0):  # per-image weights (N,) -> (N, 1, 1, 1)
+        w = None if iw is None else iw[:len(x), None, None, None]
+        return ref_pdist(x, x0, p, iw=w, **kw)
+
+    return OpSpec("pdist", fn, inputs, label, reference=reference, zero_size=_BATCH2)
+
+
 SPECS = [
-    OpSpec("pdist", ops.pdist, _pair, zero_size=_BATCH2),
-    OpSpec("pdist", lambda x, x0: ops.pdist(x, x0, p=2, no_root=True), _pair, "squared L2",
-           zero_size=_BATCH2),
-    OpSpec("pdist", lambda x, x0: ops.pdist(x, x0, p=1), _per_image, "L1 per image",
-           zero_size=_BATCH2),
-    OpSpec("pdist", lambda x, x0: ops.pdist(x, x0, p=3, aggregate=True,
-                                            instance_weights=_IW[:len(x)]),
-           _per_image, "p3 weighted aggregate", zero_size=_BATCH2),
-    OpSpec("pdist", lambda x, x0: ops.pdist(x, x0, p=0.5), _pair, "p0.5", zero_size=_BATCH2),
+    _pdist(_pair),
+    _pdist(_pair, "squared L2", no_root=True),
+    _pdist(_per_image, "L1 per image", p=1),
+    _pdist(_per_image, "p3 weighted aggregate", p=3, iw=_IW, aggregate=True),
+    _pdist(_pair, "p0.5", p=0.5),
 ]

@@ -31,29 +31,33 @@ _COND = np.array([[True, False, True, True], [False, False, True, False], [True]
 def _where(x, y):
     return ops.where(_COND[:len(x)], x, y)
 
+
 SPECS = [
-    OpSpec("add", ops.add, _any((3, 4), (4,)), "broadcast", twice=True, reference=np.add),
-    OpSpec("sub", ops.sub, _any((2, 1, 3), (4, 1)), "broadcast", twice=True,
+    OpSpec("add", ops.add, _any((3, 4), (4,)), "broadcast", reference=np.add),
+    OpSpec("sub", ops.sub, _any((2, 1, 3), (4, 1)), "broadcast",
            reference=np.subtract),
-    OpSpec("mul", ops.mul, _any((3, 4), (3, 1)), "broadcast", twice=True, reference=np.multiply,
+    OpSpec("mul", ops.mul, _any((3, 4), (3, 1)), "broadcast", reference=np.multiply,
            zero_size=empty_batch(0, 1)),
-    OpSpec("div", ops.div, _pos((3, 4), (4,)), "broadcast", twice=True, reference=np.divide),
-    OpSpec("neg", ops.neg, _any((5,)), twice=True, reference=np.negative),
-    OpSpec("pow", lambda x: ops.pow(x, 3.0), _any((2, 3)), "scalar exponent", twice=True,
+    OpSpec("div", ops.div, _pos((3, 4), (4,)), "broadcast", reference=np.divide),
+    OpSpec("neg", ops.neg, _any((5,)), reference=np.negative),
+    OpSpec("pow", lambda x: ops.pow(x, 3.0), _any((2, 3)), "scalar exponent",
            reference=lambda x: x ** 3.0),
-    OpSpec("pow", ops.pow, _pos((2, 3), (3,)), "tensor exponent", twice=True,
+    OpSpec("pow", ops.pow, _pos((2, 3), (3,)), "tensor exponent",
            reference=np.power),
-    OpSpec("exp", ops.exp, _any((2, 3)), twice=True, reference=np.exp),
-    OpSpec("log", ops.log, _pos((2, 3)), twice=True, reference=np.log),
-    OpSpec("sqrt", ops.sqrt, _pos((2, 3)), twice=True, reference=np.sqrt),
-    OpSpec("abs", ops.abs, _away_from_zero, twice=True, reference=np.abs),
-    OpSpec("maximum", ops.maximum, _apart, twice=True, reference=np.maximum,
+    OpSpec("exp", ops.exp, _any((2, 3)), reference=np.exp),
+    OpSpec("log", ops.log, _pos((2, 3)), reference=np.log),
+    OpSpec("sqrt", ops.sqrt, _pos((2, 3)), reference=np.sqrt),
+    OpSpec("abs", ops.abs, _away_from_zero, reference=np.abs),
+    OpSpec("maximum", ops.maximum, _apart, reference=np.maximum,
            zero_size=empty_batch(0, 1)),
-    OpSpec("minimum", ops.minimum, _apart, twice=True, reference=np.minimum,
+    OpSpec("minimum", ops.minimum, _apart, reference=np.minimum,
            zero_size=empty_batch(0, 1)),
-    OpSpec("where", _where, _any((3, 4), (4,)), twice=True,
+    OpSpec("where", _where, _any((3, 4), (4,)),
            reference=lambda x, y: np.where(_COND[:len(x)], x, y)),
     OpSpec("clip", lambda x: ops.clip(x, -0.5, 0.7), lambda r: [np.array(
-        [-1.0, -0.3, 0.1, 0.5, 1.2, 0.69, -0.6])], twice=True,
+        [-1.0, -0.3, 0.1, 0.5, 1.2, 0.69, -0.6])],
         reference=lambda x: np.clip(x, -0.5, 0.7)),
+    # to float64 and back: the gradient is cast back each way
+    OpSpec("cast", lambda x: ops.cast(ops.cast(x, "float64") * 2.0, x.dtype), _any((2, 3)),
+           "round trip", reference=lambda x: x * 2.0),
 ]

@@ -4,6 +4,7 @@
 import numpy as np
 
 from ... import ops
+from ..reference import ref_cross_entropy
 from . import OpSpec, empty_batch
 
 _T = np.array([0, 4, -100, 2])  # one ignored
@@ -47,27 +48,27 @@ def _bce(x, t, w=1.0, pw=1.0, reduction="mean"):
     return loss.sum() if reduction == "sum" else loss.mean()
 
 
+def _ce(targets, inputs, label="", **kw):
+    return OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, targets[:len(x)], **kw),
+                  inputs, label, reference=lambda x: ref_cross_entropy(x, targets[:len(x)], **kw))
+
+
 _BATCH2 = empty_batch(0, 1)  # input and target share the batch
 
 
 SPECS = [
-    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _T[:len(x)]), _logits),
-    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _T[:len(x)], weight=_W,
-                                             label_smoothing=0.2),
-           _logits, "weight+smoothing"),
-    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _T[:len(x)], reduction="none"), _logits,
-           "none"),
-    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _TS[:len(x)], weight=_W[:3]), _spatial,
-           "spatial weight"),
-    OpSpec("cross_entropy", lambda x: ops.cross_entropy(x, _TS[:len(x)], normalization="FULL"),
-           _spatial, "caffe FULL"),
+    _ce(_T, _logits),
+    _ce(_T, _logits, "weight+smoothing", weight=_W, label_smoothing=0.2),
+    _ce(_T, _logits, "none", reduction="none"),
+    _ce(_TS, _spatial, "spatial weight", weight=_W[:3]),
+    _ce(_TS, _spatial, "caffe FULL", normalization="FULL"),
     OpSpec("nll_loss", lambda x: ops.nll_loss(x, _T[:len(x)], weight=_W), _logits,
            reference=lambda x: _nll(x, _T[:len(x)], _W)),
     OpSpec("nll_loss", lambda x: ops.nll_loss(x, _TS[:len(x)], reduction="none"), _spatial,
            "spatial none",
            reference=lambda x: -np.take_along_axis(x, np.maximum(_TS[:len(x)], 0)[:, None],
                                                    axis=1)[:, 0] * (_TS[:len(x)] != -100)),
-    OpSpec("mse_loss", ops.mse_loss, _pair, twice=True,
+    OpSpec("mse_loss", ops.mse_loss, _pair,
            reference=lambda x, y: ((x - y) ** 2).mean(), zero_size=_BATCH2),
     OpSpec("mse_loss", lambda x, y: ops.mse_loss(x, y, reduction="none"), _pair, "none",
            reference=lambda x, y: (x - y) ** 2, zero_size=_BATCH2),

@@ -1,7 +1,9 @@
-"""Specs of tapegrad/ops/pool.py. Max-pool inputs are permutations of evenly
-spaced values (no ties), so central differences are valid."""
+"""Specs of tapegrad/ops/pool.py, each against the direct-loop reference.
+Max-pool inputs are permutations of evenly spaced values (no ties), so
+central differences are valid."""
 
 from ... import ops
+from ..reference import ref_pool
 from . import OpSpec
 
 
@@ -19,16 +21,24 @@ def _normal(shape):
     return lambda r: [r.normal(size=shape)]
 
 
+def _max(inputs, label, k, s=None, pad=0, ceil=False):
+    return OpSpec("max_pool2d", lambda x: ops.max_pool2d(x, k, s, pad, ceil_mode=ceil), inputs,
+                  label, reference=lambda x: ref_pool(x, k, s or k, pad, ceil, "max")[0])
+
+
+def _avg(inputs, label, k, s=None, pad=0, ceil=False, include_pad=True):
+    return OpSpec("avg_pool2d",
+                  lambda x: ops.avg_pool2d(x, k, s, pad, ceil_mode=ceil,
+                                           count_include_pad=include_pad), inputs, label,
+                  reference=lambda x: ref_pool(x, k, s or k, pad, ceil, "avg", include_pad)[0])
+
+
 SPECS = [
-    OpSpec("max_pool2d", lambda x: ops.max_pool2d(x, 2), _distinct((2, 2, 4, 4)),
-           "2x2 tiles"),
-    OpSpec("max_pool2d", lambda x: ops.max_pool2d(x, (3, 2), (2, 1), (1, 0, 1, 1),
-                                                  ceil_mode=True),
-           _distinct((1, 2, 5, 4)), "asymmetric pad, ceil"),
-    OpSpec("avg_pool2d", lambda x: ops.avg_pool2d(x, 2), _normal((2, 2, 5, 4)), "2x2 tiles"),
-    OpSpec("avg_pool2d", lambda x: ops.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
-           _normal((1, 2, 6, 5)), "Caffe: ceil, include pad"),
-    OpSpec("avg_pool2d", lambda x: ops.avg_pool2d(x, (2, 3), 1, (0, 1, 2, 1),
-                                                  count_include_pad=False),
-           _normal((1, 2, 4, 5)), "MatConvNet: exclude pad"),
+    _max(_distinct((2, 2, 4, 4)), "2x2 tiles", 2),
+    _max(_distinct((1, 2, 5, 4)), "asymmetric pad, ceil", (3, 2), (2, 1), (1, 0, 1, 1),
+         ceil=True),
+    _avg(_normal((2, 2, 5, 4)), "2x2 tiles", 2),
+    _avg(_normal((1, 2, 6, 5)), "Caffe: ceil, include pad", 3, 2, 1, ceil=True),
+    _avg(_normal((1, 2, 4, 5)), "MatConvNet: exclude pad", (2, 3), 1, (0, 1, 2, 1),
+         include_pad=False),
 ]

@@ -1,9 +1,10 @@
-"""Specs of tapegrad/ops/vl_loss.py (MatConvNet's vl_nnloss kinds). Labels are
-closed over in ``fn``."""
+"""Specs of tapegrad/ops/vl_loss.py (MatConvNet's vl_nnloss kinds), against
+the direct-loop reference. Labels are closed over in ``fn``."""
 
 import numpy as np
 
 from ... import ops
+from ..reference import ref_vl_loss
 from . import OpSpec
 
 _CAT = np.array([[[0, 2, 1], [-1, 1, 0]], [[2, 2, 0], [1, 1, -1]]])  # -1: ignored
@@ -25,22 +26,29 @@ def _margins(r):
     return [np.where(np.abs(np.abs(x) - 1) < 0.1, x * 1.3, x)]
 
 
-def _vl(labels, kind, iw=None):
+def _vl(labels, inputs, kind, iw=None):
     def fn(x):
         n = len(x)
         return ops.loss(x, labels[:n], kind=kind,
                         instance_weights=None if iw is None else iw[:n])
 
-    return fn
+    def reference(x):
+        n = len(x)
+        w = None if iw is None else iw[:n]
+        if w is not None and labels.ndim < w.ndim:  # categorical: (N, 1, H, W) -> (N, H, W)
+            w = w[:, 0]
+        return ref_vl_loss(x, labels[:n], kind, w)[0]
+
+    return OpSpec("loss", fn, inputs, kind, reference=reference)
 
 
 SPECS = [
-    OpSpec("loss", _vl(_CAT, "softmaxlog"), _spatial, "softmaxlog"),
-    OpSpec("loss", _vl(_CAT, "log", _IW), _probs, "log"),
-    OpSpec("loss", _vl(_CAT, "mhinge"), _margins, "mhinge"),
-    OpSpec("loss", _vl(_CAT, "mshinge"), _margins, "mshinge"),
-    OpSpec("loss", _vl(_CAT, "classerror"), _spatial, "classerror"),
-    OpSpec("loss", _vl(_BIN, "binarylog"), _probs, "binarylog"),
-    OpSpec("loss", _vl(_BIN, "logistic"), _spatial, "logistic"),
-    OpSpec("loss", _vl(_BIN, "hinge"), _margins, "hinge"),
+    _vl(_CAT, _spatial, "softmaxlog"),
+    _vl(_CAT, _probs, "log", _IW),
+    _vl(_CAT, _margins, "mhinge"),
+    _vl(_CAT, _margins, "mshinge"),
+    _vl(_CAT, _spatial, "classerror"),
+    _vl(_BIN, _probs, "binarylog"),
+    _vl(_BIN, _spatial, "logistic"),
+    _vl(_BIN, _margins, "hinge"),
 ]
