@@ -1,7 +1,9 @@
 """Test configuration: hypothesis profiles and the GPU marker.
 
 Profiles: ``ci`` (default; few examples, no deadline: the suite stays within
-minutes on 2 cores) and ``thorough`` (HYPOTHESIS_PROFILE=thorough).
+minutes on 2 cores) and ``thorough`` (HYPOTHESIS_PROFILE=thorough). Example
+counts come from here only: tests do not set ``max_examples`` (checked by
+tests/testing/test_profiles.py).
 """
 
 import os

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import tapegrad as tg
@@ -15,8 +15,6 @@ from tapegrad.errors import ArgumentError, DTypeError, ShapeError
 from tapegrad.ops import conv as conv_mod
 from tapegrad.testing import directional_gradcheck, gradcheck
 from tapegrad.testing.reference import ref_conv2d, ref_conv_transpose2d
-
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _pair(v):
@@ -67,7 +65,6 @@ def _fn(op, b, kw):
 # ------------------------------------------------------------- conv2d
 
 
-@settings(max_examples=40, **SETTINGS)
 @given(conv_cases())
 def test_conv2d_forward_matches_loop_reference(case):
     x, w, b, kw = case
@@ -75,14 +72,12 @@ def test_conv2d_forward_matches_loop_reference(case):
     np.testing.assert_allclose(y.data, ref_conv2d(x, w, b, **kw), rtol=1e-10, atol=1e-10)
 
 
-@settings(max_examples=25, **SETTINGS)
 @given(conv_cases(max_side=5))
 def test_conv2d_gradcheck(case):
     x, w, b, kw = case
     gradcheck(_fn(ops.conv2d, b, kw), _args(x, w, b), name="conv2d")
 
 
-@settings(max_examples=10, **SETTINGS)
 @given(conv_cases(max_side=9, max_channels=3))
 def test_conv2d_directional_gradcheck(case):
     x, w, b, kw = case
@@ -108,7 +103,6 @@ def narrow_cases(draw):
     return x, w, kw, (oph, opw), rng.standard_normal((n, w.shape[0], ho, wo))
 
 
-@settings(max_examples=30, **SETTINGS)
 @given(narrow_cases())
 def test_conv2d_input_grad_channels_last_path(case):
     x, w, kw, op, gy = case
@@ -292,7 +286,6 @@ def adjoint_cases(draw):
     return x, w, kw, (oph, opw)
 
 
-@settings(max_examples=40, **SETTINGS)
 @given(adjoint_cases())
 def test_conv_transpose2d_is_the_adjoint_of_conv2d(case):
     x, w, kw, op = case
@@ -324,7 +317,6 @@ def transpose_cases(draw):
     return x, w, b, dict(kw, output_padding=op)
 
 
-@settings(max_examples=40, **SETTINGS)
 @given(transpose_cases())
 def test_conv_transpose2d_forward_matches_loop_reference(case):
     x, w, b, kw = case
@@ -334,7 +326,6 @@ def test_conv_transpose2d_forward_matches_loop_reference(case):
                                atol=1e-10)
 
 
-@settings(max_examples=20, **SETTINGS)
 @given(transpose_cases())
 def test_conv_transpose2d_gradcheck(case):
     x, w, b, kw = case
