@@ -84,10 +84,6 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def _raw(x):
-    return x.data if isinstance(x, Tensor) else x
-
-
 class Tensor:
     """An n-dimensional array that records differentiable ops on the tape.
 
@@ -132,7 +128,7 @@ class Tensor:
         shape = self.data.shape
         if dim is None:
             return tuple(shape)
-        return shape[_one_axis("size", shape, dim)]
+        return shape[normalize_axis("size", shape, dim)]
 
     def numel(self) -> int:
         return int(self.data.size)
@@ -478,7 +474,7 @@ class Tensor:
             raise ArgumentError(f"{op}: dim must be one int (PyTorch's max/min return values "
                                 f"and indices along one axis), got {dim!r}; use "
                                 f"x.a{op}(axis={dim!r}) for values over several axes")
-        d = _one_axis(op, self.shape, dim)
+        d = normalize_axis(op, self.shape, dim)
         if self.shape[d] == 0:
             raise ShapeError(f"{op}: cannot reduce the empty axis {d} of {describe(self)}")
         pick = self.data.argmax if op == "max" else self.data.argmin
@@ -593,15 +589,6 @@ def _alias(op, name, value, numpy_name, numpy_value):
     return numpy_value
 
 
-def _one_axis(op, shape, dim):
-    from .ops.reduction import normalize_axis
-
-    d = normalize_axis(op, shape, dim)
-    if d == ():
-        raise ShapeError(f"{op}: a 0-d tensor has no axis {dim}")
-    return d
-
-
 _NO_PARAMS: dict = {}
 
 
@@ -625,3 +612,5 @@ def _index(index):
 tape._bind(Tensor, _wrap, get_default_dtype)
 
 from . import ops as _ops  # noqa: E402  (ops need Tensor defined first)
+from .args import normalize_axis  # noqa: E402  (args needs Tensor defined first)
+from .args import raw as _raw  # noqa: E402

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .. import ops
+from ..args import padding4, pair
 from ..errors import ArgumentError
-from ..ops._windows import padding4, pair
 from ._util import default_reset, new_param
 from .module import Module
 
@@ -18,6 +18,8 @@ def _check_groups(name, in_channels, out_channels, groups):
 
 
 class _ConvBase(Module):
+    _same = False  # takes padding="same"/"valid" (not ConvTranspose2d: its padding crops)
+
     def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation,
                  groups, bias, wshape, device, dtype):
         super().__init__()
@@ -28,20 +30,12 @@ class _ConvBase(Module):
         # the op's own parsers, so that a layer takes exactly what its op takes
         self.kernel_size = pair(kernel_size, "kernel_size", name)
         self.stride = pair(stride, "stride", name)
-        if isinstance(padding, str):
-            if padding not in ("valid", "same") or name != "Conv2d":
-                raise ArgumentError(f"{name}: padding must be an int, (h, w), (top, bottom, "
-                                    f"left, right)" + (", 'valid' or 'same'" if name == "Conv2d"
-                                                       else "") + f", got {padding!r}")
-            if padding == "same" and self.stride != (1, 1):
-                raise ArgumentError(f"{name}: padding='same' needs stride 1 (as in PyTorch), "
-                                    f"got stride {self.stride}")
-            self.padding = padding
-        else:
-            padding4(padding, name)
-            self.padding = pair(padding, "padding", name, 0) if isinstance(padding, int) \
-                else tuple(int(p) for p in padding)
         self.dilation = pair(dilation, "dilation", name)
+        geometry = (self.kernel_size, self.stride, self.dilation) if self._same else ()
+        pad = padding4(padding, name, *geometry)
+        # kept as given: "same"/"valid", (ph, pw) when symmetric, else (top, bottom, left, right)
+        self.padding = padding if isinstance(padding, str) else (
+            pad[0::2] if pad[0::2] == pad[1::2] else pad)
         self.groups = groups
         self.weight = new_param(wshape + self.kernel_size, device, dtype)
         if bias:
@@ -76,6 +70,8 @@ class Conv2d(_ConvBase):
 
     >>> nn.Conv2d(1, 20, 5)(tapegrad.zeros(64, 1, 28, 28)).shape   # (64, 20, 24, 24)
     """
+
+    _same = True
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  dilation=1, groups: int = 1, bias: bool = True, device=None, dtype=None):

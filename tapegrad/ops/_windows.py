@@ -1,48 +1,14 @@
-"""Geometry shared by convolution and pooling: argument parsing, output
-sizes, and strided window views (im2col without a copy).
-
-Padding follows three conventions:
-  int p                 -> (p, p, p, p)
-  (ph, pw)              -> (ph, ph, pw, pw)           PyTorch
-  (top, bottom, left, right)                          MatConvNet's asymmetric pad
+"""Geometry shared by convolution and pooling: output sizes and strided
+window views (im2col without a copy). Their arguments (kernel, stride,
+padding) are parsed by :func:`tapegrad.args.pair` and :func:`tapegrad.args.padding4`.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..errors import ArgumentError, ShapeError
-
-
-def pair(value, name: str, op: str, minimum: int = 1) -> tuple[int, int]:
-    """``3`` or ``(3, 2)`` -> ``(3, 3)`` / ``(3, 2)``, each at least ``minimum``."""
-    if isinstance(value, int):
-        out = (value, value)
-    else:
-        out = tuple(int(v) for v in value)
-        if len(out) != 2:
-            raise ArgumentError(f"{op}: {name} must be an int or a pair (h, w), got {value!r}")
-    if out[0] < minimum or out[1] < minimum:
-        raise ArgumentError(f"{op}: {name} must be >= {minimum}, got {value!r}")
-    return out
-
-
-def padding4(value, op: str) -> tuple[int, int, int, int]:
-    """Padding as ``(top, bottom, left, right)``; see the module docstring."""
-    if isinstance(value, int):
-        out = (value,) * 4
-    else:
-        v = tuple(int(p) for p in value)
-        if len(v) == 2:
-            out = (v[0], v[0], v[1], v[1])
-        elif len(v) == 4:
-            out = v
-        else:
-            raise ArgumentError(f"{op}: padding must be an int, (h, w) or (top, bottom, left, "
-                                f"right), got {value!r}")
-    if min(out) < 0:
-        raise ArgumentError(f"{op}: padding must be non-negative, got {value!r}")
-    return out
+from ..args import padding4, pair  # noqa: F401  (re-exported until ops/conv.py imports args)
+from ..errors import ShapeError
 
 
 def out_size(op: str, axis: str, size: int, kernel: int, stride: int, pad_before: int,

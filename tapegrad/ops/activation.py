@@ -4,9 +4,10 @@ layer holds anyway."""
 
 from __future__ import annotations
 
+from ..args import normalize_axis
 from ..errors import ArgumentError
 from ..tape import Function
-from .reduction import downcast, normalize_axis, upcast
+from .reduction import downcast, upcast
 
 __all__ = ["relu", "leaky_relu", "sigmoid", "tanh", "softmax", "log_softmax"]
 
@@ -134,7 +135,10 @@ def _class_axis(op, x, axis):
     0 for a 1-D input (its only axis); any other axis is validated."""
     if axis is None:
         axis = 1 if x.ndim >= 2 else 0
-    return normalize_axis(op, x.shape, axis)
+    if x.ndim:
+        return normalize_axis(op, x.shape, axis)
+    normalize_axis(op, (), axis, extra=1)  # a 0-d input takes axis 0 or -1, as in PyTorch,
+    return ()  # and has nothing to normalise over
 
 
 def relu(x):

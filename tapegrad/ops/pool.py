@@ -1,7 +1,7 @@
 """2-D pooling (NCHW): max and average, each op's forward and vjp side by side.
 
 Geometry (kernel, stride, asymmetric padding, floor/ceil rounding) is parsed
-with the helpers in ``_windows.py`` that convolution shares.
+with :mod:`tapegrad.args` and ``_windows.py``, which convolution shares.
 
 Conventions, and which options reproduce each framework:
 
@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentError, DTypeError, ShapeError, describe
+from ..args import check_float, padding4, pair, raw
+from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
-from ..tensor import Tensor
-from ._windows import out_size, padding4, pair, sliding_windows
+from ._windows import out_size, sliding_windows
 
 __all__ = ["max_pool2d", "avg_pool2d"]
 
@@ -272,17 +272,6 @@ class AvgPool2d(Function):
         return _avg_backward(ctx.xp, g, ctx.geo, ctx.inv), None
 
 
-def _raw(x):
-    return x.data if isinstance(x, Tensor) else x
-
-
-def _check_float(op, x):
-    dt = getattr(_raw(x), "dtype", None)
-    if dt is None or dt.kind != "f":
-        raise DTypeError(f"{op}: expected a floating-point array or Tensor, got {describe(x)}; "
-                         "cast it first, e.g. x.astype('float32')")
-
-
 def max_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False):
     """2-D max pooling over ``(N, C, H, W)``.
 
@@ -296,8 +285,8 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False):
     >>> y = ops.max_pool2d(x, 2)                      # (N, C, H//2, W//2)
     >>> y = ops.max_pool2d(x, 3, 2, ceil_mode=True)   # Caffe's pool1 geometry
     """
-    _check_float("max_pool2d", x)
-    geo = _Geometry("max_pool2d", _raw(x), kernel_size, stride, padding,
+    check_float("max_pool2d", x)
+    geo = _Geometry("max_pool2d", raw(x), kernel_size, stride, padding,
                     ceil_mode)
     return MaxPool2d.apply(x, geo)
 
@@ -313,7 +302,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
 
     >>> y = ops.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False)
     """
-    _check_float("avg_pool2d", x)
-    geo = _Geometry("avg_pool2d", _raw(x), kernel_size, stride, padding,
+    check_float("avg_pool2d", x)
+    geo = _Geometry("avg_pool2d", raw(x), kernel_size, stride, padding,
                     ceil_mode)
     return AvgPool2d.apply(x, geo, count_include_pad=bool(count_include_pad))

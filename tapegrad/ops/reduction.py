@@ -1,20 +1,17 @@
 """Reductions over ``axis`` (None, an int or a tuple), with ``keepdims``.
 
-Also the helpers every op family shares for axes and float16:
-:func:`normalize_axes` / :func:`normalize_axis` (validate an ``axis`` argument,
-raising a ShapeError that names the op, the axis and the shape) and
-:func:`acc_dtype` / :func:`upcast` / :func:`downcast` (float16 math
-accumulates in float32 and returns float16, as PyTorch does; other dtypes are
-untouched and not copied).
+Also the float16 rule every op family shares: :func:`acc_dtype` /
+:func:`upcast` / :func:`downcast` (float16 math accumulates in float32 and
+returns float16, as PyTorch does; other dtypes are untouched and not copied).
+The ``axis`` argument is validated by :func:`tapegrad.args.normalize_axes`.
 """
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
-from ..errors import ArgumentError, ShapeError, describe
+from ..args import normalize_axes
+from ..errors import ShapeError, describe
 from ..tape import Function
 
 __all__ = ["sum", "mean", "var", "max", "min", "logsumexp"]
@@ -41,69 +38,6 @@ def upcast(a):
 def downcast(a, dtype):
     """A result computed on :func:`upcast` inputs, back in the input ``dtype``."""
     return a.astype(_F16) if dtype == _F16 else a
-
-
-# ---------------------------------------------------------------- axes
-
-def _axis_index(op, a, shape):
-    if type(a) is int:  # the common case, first (a bool is not exactly an int)
-        return a
-    if isinstance(a, (bool, np.bool_)):
-        raise ArgumentError(f"{op}: axis must be an int or a tuple of ints, got {a!r} "
-                            f"(a bool; did you mean keepdims={a!r}?)")
-    try:
-        return operator.index(a)
-    except TypeError:
-        raise ArgumentError(f"{op}: axis must be None, an int or a tuple of ints, got "
-                            f"{a!r} for an input of shape {tuple(shape)}") from None
-
-
-def normalize_axes(op, shape, axis):
-    """``axis`` (None: all, an int, or a sequence of ints) as a sorted tuple of
-    distinct non-negative axes of an input of ``shape``.
-
-    Out-of-range or repeated axes raise ShapeError naming ``op``, the axis and
-    the shape. A 0-d input accepts axis 0 and -1, as PyTorch does, and has
-    nothing to reduce: the result is ``()``.
-
-    >>> normalize_axes("sum", (2, 3, 4), (-1, 0))   # (0, 2)
-    """
-    nd = len(shape)
-    if axis is None:
-        return tuple(range(nd))
-    if type(axis) is int and -nd <= axis < nd:  # the common case, in range
-        return (axis % nd,)
-    if isinstance(axis, (tuple, list)):
-        axes = [_axis_index(op, a, shape) for a in axis]
-    else:
-        axes = [_axis_index(op, axis, shape)]
-    lo, hi = (-nd, nd - 1) if nd else (-1, 0)
-    out = []
-    for a in axes:
-        if not lo <= a <= hi:
-            raise ShapeError(f"{op}: axis {a} is out of range for an input of shape "
-                             f"{tuple(shape)} (valid axes: {lo} to {hi})")
-        if nd:
-            out.append(a % nd)
-    if len(set(out)) != len(out):
-        raise ShapeError(f"{op}: axis {axis} repeats an axis of the input of shape "
-                         f"{tuple(shape)}; name each axis once")
-    return tuple(sorted(out))
-
-
-def normalize_axis(op, shape, axis):
-    """One ``axis`` (an int) as a non-negative int, validated as in
-    :func:`normalize_axes`; ``()`` for a 0-d input (nothing to reduce).
-
-    >>> normalize_axis("softmax", (2, 5), -1)   # 1
-    """
-    if type(axis) is int and -len(shape) <= axis < len(shape):  # the common case
-        return axis % len(shape)
-    if axis is None or isinstance(axis, (tuple, list)):
-        raise ArgumentError(f"{op}: axis must be one int, got {axis!r} for an input of shape "
-                            f"{tuple(shape)}")
-    axes = normalize_axes(op, shape, axis)
-    return axes[0] if axes else ()
 
 
 def _prepare(ctx, op, x, axis):

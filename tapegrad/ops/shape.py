@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
+from ..args import normalize_axes, normalize_axis
 from ..device.backend import is_basic_index
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
@@ -13,27 +12,6 @@ from ..tape import Function
 __all__ = ["reshape", "flatten", "transpose", "permute", "swapaxes", "broadcast_to",
            "expand_dims", "squeeze", "getitem", "setitem", "concatenate", "stack", "split",
            "pad", "scatter_add"]
-
-
-def _axis(op, axis, shape, extra=0):
-    """``axis`` of an array of ``shape`` as a non-negative int, or a named error.
-    ``extra`` new axes widen the range (``stack``, ``expand_dims``: one)."""
-    nd = len(shape) + extra
-    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
-        raise ArgumentError(f"{op}: axis must be an int, got {axis!r} (shape {tuple(shape)})")
-    if not -nd <= axis < nd:
-        valid = f"valid axes: {-nd} to {nd - 1}" if nd else "a 0-d array has no axes"
-        raise ShapeError(f"{op}: axis {axis} is out of range for shape {tuple(shape)} "
-                         f"({valid})")
-    return int(axis) % nd
-
-
-def _axes(op, axes, shape):
-    """Distinct axes of ``shape``, each as by :func:`_axis`."""
-    out = tuple(_axis(op, a, shape) for a in axes)
-    if len(set(out)) != len(out):
-        raise ShapeError(f"{op}: axes {tuple(axes)} name an axis of shape {tuple(shape)} twice")
-    return out
 
 
 class Reshape(Function):
@@ -241,7 +219,8 @@ def flatten(x, start_axis=0, end_axis=-1):
     shape = x.shape
     nd = len(shape)
     # a 0-d tensor flattens to (1,); it accepts axes 0 and -1, as in PyTorch
-    s, e = (_axis("flatten", a, shape, extra=int(nd == 0)) for a in (start_axis, end_axis))
+    s, e = (normalize_axis("flatten", shape, a, extra=int(nd == 0))
+            for a in (start_axis, end_axis))
     if nd == 0:
         return reshape(x, (1,))
     if s > e:
@@ -265,11 +244,11 @@ def _permute(op, x, axes):
     shape = tuple(x.shape)
     if axes is None:
         return Transpose.apply(x, tuple(range(len(shape)))[::-1])
-    axes = _axes(op, tuple(axes), shape)
+    axes = tuple(axes)
     if len(axes) != len(shape):
         raise ShapeError(f"{op}: axes {axes} must name each of the {len(shape)} axes of shape "
                          f"{shape} once (to exchange two axes use swapaxes)")
-    return Transpose.apply(x, axes)
+    return Transpose.apply(x, normalize_axes(op, shape, axes, ordered=True))
 
 
 def permute(x, *axes):
@@ -285,7 +264,7 @@ def swapaxes(x, a, b):
 
     >>> ops.swapaxes(x, -1, -2)
     """
-    a, b = (_axis("swapaxes", v, x.shape) for v in (a, b))
+    a, b = (normalize_axis("swapaxes", x.shape, v) for v in (a, b))
     axes = list(range(len(x.shape)))
     axes[a], axes[b] = axes[b], axes[a]
     return Transpose.apply(x, tuple(axes))
@@ -305,7 +284,7 @@ def expand_dims(x, axis):
     >>> ops.expand_dims(x, 0)
     """
     shape = list(x.shape)
-    shape.insert(_axis("expand_dims", axis, x.shape, extra=1), 1)
+    shape.insert(normalize_axis("expand_dims", x.shape, axis, extra=1), 1)
     return Reshape.apply(x, tuple(shape))
 
 
@@ -318,7 +297,7 @@ def squeeze(x, axis=None):
     if axis is None:
         axes = {i for i, s in enumerate(shape) if s == 1}
     else:
-        axes = _axes("squeeze", (axis,) if isinstance(axis, numbers.Integral) else axis, shape)
+        axes = normalize_axes("squeeze", shape, axis)
         bad = [a for a in axes if shape[a] != 1]
         if bad:
             raise ShapeError(f"squeeze: axis {bad[0]} of shape {tuple(shape)} is not 1")
@@ -362,7 +341,7 @@ def concatenate(xs, axis=0):
     """
     if not xs:
         raise ArgumentError("concatenate: needs at least one tensor")
-    return Concatenate.apply(*xs, axis=_axis("concatenate", axis, xs[0].shape))
+    return Concatenate.apply(*xs, axis=normalize_axis("concatenate", xs[0].shape, axis))
 
 
 def stack(xs, axis=0):
@@ -372,7 +351,7 @@ def stack(xs, axis=0):
     """
     if not xs:
         raise ArgumentError("stack: needs at least one tensor")
-    return Stack.apply(*xs, axis=_axis("stack", axis, xs[0].shape, extra=1))
+    return Stack.apply(*xs, axis=normalize_axis("stack", xs[0].shape, axis, extra=1))
 
 
 def split(x, indices_or_sections, axis=0):
@@ -383,7 +362,7 @@ def split(x, indices_or_sections, axis=0):
     ios = indices_or_sections
     if not isinstance(ios, int):
         ios = tuple(ios)
-    return Split.apply(x, ios, _axis("split", axis, x.shape))
+    return Split.apply(x, ios, normalize_axis("split", x.shape, axis))
 
 
 def _pad_pairs(pad_width, shape):

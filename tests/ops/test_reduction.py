@@ -10,7 +10,6 @@ from hypothesis import strategies as hs
 import tapegrad as tg
 from tapegrad import ops
 from tapegrad.errors import ArgumentError, ShapeError
-from tapegrad.ops.reduction import normalize_axes, normalize_axis
 from tapegrad.testing import gradcheck
 from tapegrad.testing import strategies as st
 
@@ -124,9 +123,9 @@ def test_axis_errors_name_the_op_axis_and_shape(op):
         op(x, 2)
     with pytest.raises(ShapeError, match=rf"{name}: axis -3 is out of range .*\(2, 3\)"):
         op(x, (-3,))
-    with pytest.raises(ShapeError, match=rf"{name}: axis \(1, -1\) repeats .*\(2, 3\)"):
+    with pytest.raises(ShapeError, match=rf"{name}: axis \(1, -1\) names axis 1 .*(2, 3). twice"):
         op(x, (1, -1))
-    with pytest.raises(ArgumentError, match=rf"{name}: axis must be .*True.*keepdims"):
+    with pytest.raises(ArgumentError, match=rf"{name}: axis must be .*True \(a bool.*keepdims"):
         op(x, True)
     with pytest.raises(ArgumentError, match=rf"{name}: axis must be None, an int"):
         op(x, 1.0)
@@ -136,24 +135,6 @@ def test_axes_accept_numpy_integers_and_lists():
     x = np.arange(24.0).reshape(2, 3, 4)
     np.testing.assert_array_equal(ops.sum(tg.tensor(x), np.int64(-1)).numpy(), x.sum(axis=-1))
     np.testing.assert_array_equal(ops.sum(tg.tensor(x), [2, 0]).numpy(), x.sum(axis=(0, 2)))
-
-
-def test_normalize_axes_on_a_0d_input():
-    assert normalize_axes("sum", (), 0) == ()
-    assert normalize_axes("sum", (), -1) == ()
-    assert normalize_axes("sum", (), None) == ()
-    with pytest.raises(ShapeError, match=r"sum: axis 1 is out of range .*\(\)"):
-        normalize_axes("sum", (), 1)
-    x = tg.tensor(np.float64(2.0), requires_grad=True)
-    y = ops.sum(x, 0)
-    y.backward()
-    assert y.item() == 2.0 and x.grad.item() == 1.0
-
-
-def test_normalize_axis_takes_one_int():
-    assert normalize_axis("softmax", (2, 5), -1) == 1
-    with pytest.raises(ArgumentError, match=r"softmax: axis must be one int, got \(0, 1\)"):
-        normalize_axis("softmax", (2, 5), (0, 1))
 
 
 # ---------------------------------------------------------- zero-size
