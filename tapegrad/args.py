@@ -104,7 +104,7 @@ def _ints(op, name, value, forms):
                     raise TypeError
                 v = operator.index(v)
             except TypeError:
-                raise ArgumentError(f"{op}: {name} must be {forms}, of ints, got "
+                raise ArgumentError(f"{op}: {name} must be ints ({forms}), got "
                                     f"{value!r}") from None
         out.append(v)
     return out[0] if items is None else tuple(out)
@@ -174,7 +174,7 @@ def _bad_axis(op, shape, a, nd, expect):
     (``nd`` counts the new axes a caller allows), or ``a`` as an int."""
     if isinstance(a, (bool, np.bool_)):
         raise ArgumentError(f"{op}: axis must be {expect}, got {a!r} (a bool, not an axis; "
-                            f"keepdims={a!r} is passed by name)")
+                            f"pass keepdims={a!r} by name)")
     try:
         a = operator.index(a)
     except TypeError:

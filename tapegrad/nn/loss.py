@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import ops
-from ..ops.losses import _check_reduction
+from ..args import check_reduction
 from ..tensor import Tensor
 from .module import Module
 
@@ -21,7 +21,7 @@ class CrossEntropyLoss(Module):
     def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
                  label_smoothing: float = 0.0):
         super().__init__()
-        _check_reduction("CrossEntropyLoss", reduction)
+        check_reduction("CrossEntropyLoss", reduction)
         if weight is not None and not isinstance(weight, Tensor):
             weight = Tensor(weight)
         self.register_buffer("weight", weight)
@@ -45,7 +45,7 @@ class MSELoss(Module):
 
     def __init__(self, reduction: str = "mean"):
         super().__init__()
-        _check_reduction("MSELoss", reduction)
+        check_reduction("MSELoss", reduction)
         self.reduction = reduction
 
     def forward(self, input, target):

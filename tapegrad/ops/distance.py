@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..errors import ArgumentError, DTypeError, ShapeError, describe
+from ..args import as_tensor, check_broadcasts, check_float, const
+from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
 from .reduction import downcast, upcast
@@ -87,23 +86,17 @@ def pdist(x, x0, p=2, no_root=False, epsilon=1e-6, aggregate=False, instance_wei
 
     >>> ops.pdist(x, x0, p=2, no_root=True, aggregate=True)   # sum of squared L2
     """
-    xt = x if isinstance(x, Tensor) else Tensor(x)
+    xt = as_tensor(x)
     xd = xt.data
     xp = xt.device.xp
     if not isinstance(x0, Tensor):
         x0 = xp.asarray(x0, dtype=xd.dtype)
-    if xd.dtype.kind != "f":
-        raise DTypeError(f"pdist: expected floating-point inputs, got {describe(xd)}")
+    check_float("pdist", xd, "inputs")
     if xd.ndim < 2:
         raise ShapeError(f"pdist: expected x of shape (N, C) or (N, C, H, W), got "
                          f"{describe(xd)}")
-    try:
-        fits = np.broadcast_shapes(xd.shape, x0.shape) == xd.shape
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ShapeError(f"pdist: x0 {describe(x0)} must broadcast to x's shape {describe(xd)} "
-                         "(same shape, or e.g. (N, C, 1, 1) for one target per image)")
+    check_broadcasts("pdist", "x0", x0, xd.shape, f"x's shape {describe(xd)}",
+                     " (same shape, or e.g. (N, C, 1, 1) for one target per image)")
     p = float(p)
     if not p > 0:
         raise ArgumentError(f"pdist: p must be > 0, got {p!r}")
@@ -111,17 +104,11 @@ def pdist(x, x0, p=2, no_root=False, epsilon=1e-6, aggregate=False, instance_wei
         raise ArgumentError(f"pdist: epsilon must be >= 0, got {epsilon!r}")
     w = None
     if instance_weights is not None:
-        w = instance_weights.data if isinstance(instance_weights, Tensor) else instance_weights
-        w = xp.asarray(w, dtype=xd.dtype)
+        w = const(instance_weights, xp, xd.dtype)
         y_shape = xd.shape[:1] + (1,) + xd.shape[2:]
         if w.ndim == 1 and w.shape[0] == xd.shape[0]:
             w = w.reshape((-1,) + (1,) * (xd.ndim - 1))  # (N,) -> (N, 1, ..., 1)
-        try:
-            fits = np.broadcast_shapes(w.shape, y_shape) == y_shape
-        except ValueError:
-            fits = False
-        if not fits:
-            raise ShapeError(f"pdist: instance_weights {describe(w)} must broadcast to the "
-                             f"output's shape {y_shape} for x {describe(xd)}")
+        check_broadcasts("pdist", "instance_weights", w, y_shape,
+                         f"the output's shape {y_shape} for x {describe(xd)}")
     return PDist.apply(xt, x0, p=p, no_root=bool(no_root), epsilon=float(epsilon),
                        aggregate=bool(aggregate), weights=w)

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import numbers
 
-import numpy as np
-
-from ..errors import ArgumentError, DTypeError, ShapeError, describe
+from ..args import check_broadcasts, check_float
+from ..errors import ArgumentError, describe
 from ..random import get_generator
 from ..tape import Function
 from ..tensor import Tensor, _wrap
@@ -68,8 +67,7 @@ def dropout(x, p=0.5, training=True, mask=None, return_mask=False):
         raise ArgumentError(f"{op}: p must be a probability in [0, 1], got {p!r}")
     if not isinstance(x, Tensor):
         raise ArgumentError(f"{op}: expected a Tensor, got {describe(x)}")
-    if x.dtype.kind != "f":
-        raise DTypeError(f"{op}: expected a floating-point Tensor, got {describe(x)}")
+    check_float(op, x)
     if not training or (p == 0 and mask is None):
         return (x, None) if return_mask else x
     if mask is None:
@@ -78,13 +76,8 @@ def dropout(x, p=0.5, training=True, mask=None, return_mask=False):
         m = mask.data if isinstance(mask, Tensor) else x.device.xp.asarray(mask)
         if m.dtype != x.dtype:
             m = m.astype(x.dtype)
-        try:
-            fits = np.broadcast_shapes(m.shape, x.shape) == tuple(x.shape)  # shapes only
-        except ValueError:
-            fits = False
-        if not fits:
-            raise ShapeError(f"{op}: mask {describe(m)} does not broadcast to the input "
-                             f"{describe(x)}; pass the mask returned for an input of this shape")
+        check_broadcasts(op, "mask", m, x.shape, f"the input {describe(x)}",
+                         "; pass the mask returned for an input of this shape")
     y = Dropout.apply(x, m)
     if return_mask:
         return y, (mask if isinstance(mask, Tensor) else _wrap(m, x.device, None, 0, False))

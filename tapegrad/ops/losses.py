@@ -14,6 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..args import (
+    as_tensor,
+    check_broadcasts,
+    check_float,
+    check_reduction,
+    const,
+    raw,
+)
+from ..args import as_tensor as _tensor  # noqa: F401  (re-exported until vl_loss imports args)
+from ..args import check_float as _check_float  # noqa: F401  (as above)
+from ..args import const as _const  # noqa: F401  (as above)
 from ..device import get_array_module
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
@@ -23,31 +34,10 @@ from .reduction import acc_dtype, downcast, upcast
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits",
            "accuracy", "topk_error"]
 
-_REDUCTIONS = ("mean", "sum", "none")
 _NORMALIZATIONS = ("valid", "batch_size", "full", "none")
 
 
 # ------------------------------------------------------------------ helpers
-
-def _tensor(x):
-    return x if isinstance(x, Tensor) else Tensor(x)
-
-
-def _const(a, xp, dtype=None):
-    """A raw array on ``xp`` from a Tensor, array or list (never differentiated)."""
-    if a is None:
-        return None
-    if isinstance(a, Tensor):
-        a = a.data
-    if dtype is not None:
-        return xp.asarray(a, dtype=dtype)
-    return a if type(a) is xp.ndarray else xp.asarray(a)
-
-
-def _check_reduction(op, reduction):
-    if reduction not in _REDUCTIONS:
-        raise ArgumentError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-
 
 def _plain_denominator(reduction, n):
     """What a loss over ``n`` elements is divided by: n for "mean" (0 for no
@@ -74,12 +64,6 @@ def _mean_count(n_valid, n):
     all are ignored (the loss is 0, Caffe's clamp), 0 when there are none
     (an empty batch: the mean is nan, as in PyTorch)."""
     return n_valid or (1 if n else 0)
-
-
-def _check_float(op, x):
-    if x.dtype.kind != "f":
-        raise DTypeError(f"{op}: expected floating-point scores, got {describe(x)}; "
-                         "convert with .float() or .double()")
 
 
 def _class_targets(op, x, t, ignore_index, xp):
@@ -159,7 +143,7 @@ def _gather(a, t, xp):
 def _class_weight(op, weight, x, xp):
     if weight is None:
         return None
-    w = _const(weight, xp)
+    w = const(weight, xp)
     if w.shape != (x.shape[1],):
         raise ShapeError(f"{op}: weight must have one entry per class, shape ({x.shape[1]},), "
                          f"got {describe(w)} for scores {describe(x)}")
@@ -184,7 +168,7 @@ def _denominator(op, reduction, normalization, t, n_valid, wt, valid):
         if mode == "full":
             return max(t.size, 1)
         return 1
-    _check_reduction(op, reduction)
+    check_reduction(op, reduction)
     if reduction == "none":
         return None
     if reduction == "sum":
@@ -280,11 +264,11 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
 
     >>> ops.cross_entropy(tapegrad.tensor([[2.0, 0.0]]), np.array([0]))  # log(1 + e^-2)
     """
-    x = _tensor(logits)
+    x = as_tensor(logits)
     xd = x.data
     xp = x.device.xp
-    t = _const(target, xp)
-    _check_float("cross_entropy", xd)
+    t = const(target, xp)
+    check_float("cross_entropy", xd, "scores")
     t, valid, n_valid = _class_targets("cross_entropy", xd, t, ignore_index, xp)
     w = _class_weight("cross_entropy", weight, xd, xp)
     smoothing = float(label_smoothing)
@@ -342,11 +326,11 @@ def nll_loss(log_probs, target, weight=None, ignore_index=-100, reduction="mean"
 
     >>> ops.nll_loss(ops.log_softmax(x), np.array([2, 0]))
     """
-    x = _tensor(log_probs)
+    x = as_tensor(log_probs)
     xd = x.data
     xp = x.device.xp
-    _check_float("nll_loss", xd)
-    t, valid, n_valid = _class_targets("nll_loss", xd, _const(target, xp), ignore_index, xp)
+    check_float("nll_loss", xd, "scores")
+    t, valid, n_valid = _class_targets("nll_loss", xd, const(target, xp), ignore_index, xp)
     w = _class_weight("nll_loss", weight, xd, xp)
     denom = _denominator("nll_loss", reduction, None, t, n_valid,
                          None if w is None else w[t], valid)
@@ -381,11 +365,11 @@ def mse_loss(input, target, reduction="mean"):
 
     >>> ops.mse_loss(tapegrad.tensor([1.0, 3.0]), tapegrad.tensor([0.0, 1.0]))  # 2.5
     """
-    x = _tensor(input)
+    x = as_tensor(input)
     xp = x.device.xp
-    y = target if isinstance(target, Tensor) else _const(target, xp, x.dtype)
-    _check_float("mse_loss", x.data)
-    _check_reduction("mse_loss", reduction)
+    y = target if isinstance(target, Tensor) else const(target, xp, x.dtype)
+    check_float("mse_loss", x.data)
+    check_reduction("mse_loss", reduction)
     try:
         shape = np.broadcast_shapes(x.shape, y.shape)
     except ValueError:
@@ -451,29 +435,23 @@ def binary_cross_entropy_with_logits(logits, target, weight=None, pos_weight=Non
     >>> ops.binary_cross_entropy_with_logits(tapegrad.tensor([0.0]), np.array([1.0]))  # log 2
     """
     op = "binary_cross_entropy_with_logits"
-    x = _tensor(logits)
+    x = as_tensor(logits)
     xp = x.device.xp
     xd = x.data
-    _check_float(op, xd)
-    t = target if isinstance(target, Tensor) else _const(target, xp, xd.dtype)
+    check_float(op, xd, "logits")
+    t = target if isinstance(target, Tensor) else const(target, xp, xd.dtype)
     if t.shape != x.shape:
         raise ShapeError(f"{op}: target {describe(t)} must have the logits' shape, got logits "
                          f"{describe(xd)}")
     if t.dtype.kind != "f":
         raise DTypeError(f"{op}: targets must be floating-point probabilities, got "
                          f"{describe(t)}; convert with .float()")
-    _check_reduction(op, reduction)
+    check_reduction(op, reduction)
     consts = []
     for name, a in (("weight", weight), ("pos_weight", pos_weight)):
-        a = _const(a, xp)
+        a = const(a, xp)
         if a is not None:
-            try:
-                ok = np.broadcast_shapes(a.shape, x.shape) == x.shape
-            except ValueError:
-                ok = False
-            if not ok:
-                raise ShapeError(f"{op}: {name} {describe(a)} does not broadcast to the logits' "
-                                 f"shape {describe(xd)}")
+            check_broadcasts(op, name, a, xd.shape, f"the logits' shape {describe(xd)}")
             a = a.astype(xd.dtype, copy=False)
         consts.append(a)
     return BCEWithLogits.apply(x, t, weight=consts[0], pos_weight=consts[1],
@@ -490,10 +468,10 @@ def _topk_wrong(x, xc, k):
 
 
 def _metric_inputs(op, logits, target):
-    x = logits.data if isinstance(logits, Tensor) else logits
+    x = raw(logits)
     if not hasattr(x, "ndim"):
         x = np.asarray(x)
-    t = target.data if isinstance(target, Tensor) else target
+    t = raw(target)
     if not hasattr(t, "ndim"):
         t = np.asarray(t)
     if x.ndim < 2 or t.shape != x.shape[:1] + x.shape[2:]:

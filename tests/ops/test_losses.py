@@ -368,7 +368,7 @@ def test_mse_and_bce_errors():
         ops.binary_cross_entropy_with_logits(_t(np.zeros(3)), np.zeros(2))
     with pytest.raises(DTypeError, match=rf"{op}: targets must be floating"):
         ops.binary_cross_entropy_with_logits(_t(np.zeros(3)), _t(np.array([0, 1, 1])))
-    with pytest.raises(ShapeError, match=rf"{op}: pos_weight \(2,\) float64 does not broadcast"):
+    with pytest.raises(ShapeError, match=rf"{op}: pos_weight \(2,\) float64 must broadcast"):
         ops.binary_cross_entropy_with_logits(_t(np.zeros((2, 3))), np.zeros((2, 3)),
                                              pos_weight=np.ones(2))
     with pytest.raises(ArgumentError, match=rf"{op}: reduction"):
