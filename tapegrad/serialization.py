@@ -32,7 +32,7 @@ import zipfile
 
 import numpy as np
 
-from .device import device_of_array, get_device
+from .device import get_device, to_host
 from .errors import SerializationError
 from .tensor import Tensor, _wrap
 
@@ -59,10 +59,6 @@ _SCALARS = (str, int, float, bool, type(None))
 _UNSAFE = str.maketrans({"/": "_", "\\": "_", "\x00": "_"})  # in entry names
 
 
-def _host(a):
-    return a.get() if device_of_array(a).type == "cuda" else np.asarray(a)
-
-
 class _Encoder:
     def __init__(self):
         self.arrays: dict[str, np.ndarray] = {}
@@ -85,10 +81,10 @@ class _Encoder:
                                      "flatten it")
         if isinstance(obj, Tensor):
             name = self._name(path)
-            self.arrays[name] = _host(obj.data)
+            self.arrays[name] = to_host(obj.data)
             return {"$tensor": name, "requires_grad": bool(obj.requires_grad)}
         if hasattr(obj, "__array_interface__") or hasattr(obj, "__cuda_array_interface__"):
-            arr = _host(obj)
+            arr = to_host(obj)
             if arr.dtype == object:
                 raise SerializationError(f"save: the array at {_where(path)} has dtype object, "
                                          "which cannot be stored without pickle")

@@ -13,7 +13,8 @@ import numpy as np
 from ..errors import DeviceError
 from .backend import ArrayBackend
 
-__all__ = ["Device", "get_device", "get_array_module", "cupy_available", "cpu"]
+__all__ = ["Device", "get_device", "get_array_module", "device_of_array", "to_host",
+           "cupy_available", "cpu"]
 
 _cupy = None
 _cupy_error: str | None = None
@@ -140,3 +141,11 @@ def device_of_array(a) -> Device:
     if isinstance(a, np.ndarray) or _cupy is None or not isinstance(a, _cupy.ndarray):
         return cpu
     return get_device(f"cuda:{a.device.id}")
+
+
+def to_host(a) -> np.ndarray:
+    """A NumPy array of a raw NumPy/CuPy array (or anything ``np.asarray``
+    takes): a copy from the GPU, a host array as it is."""
+    if _cupy is not None and isinstance(a, _cupy.ndarray):
+        return a.get()
+    return np.asarray(a)

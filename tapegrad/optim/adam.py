@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..device import get_array_module
 from ..errors import ArgumentError
 from .optimizer import Optimizer
 
@@ -42,7 +43,7 @@ class Adam(Optimizer):
                                 f"{g['betas']}")
 
     def _update(self, p, g, state, group):
-        xp = _xp(p)
+        xp = get_array_module(p)
         lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
         b1, b2 = group["betas"]
         if not state:
@@ -92,9 +93,3 @@ class AdamW(Adam):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
-
-
-def _xp(a):
-    from ..device import device_of_array
-
-    return device_of_array(a).xp

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..device import get_array_module
 from ..errors import ArgumentError
-from .adam import _xp
 from .optimizer import Optimizer
 
 __all__ = ["RMSprop"]
@@ -39,7 +39,7 @@ class RMSprop(Optimizer):
                 raise ArgumentError(f"RMSprop: {k} must be >= 0, got {g[k]}")
 
     def _update(self, p, g, state, group):
-        xp = _xp(p)
+        xp = get_array_module(p)
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
         wd, mom = group["weight_decay"], group["momentum"]
         if not state:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..device import to_host
 from ..errors import TapegradError
 from ..tape import enable_grad, no_grad
 from ..tape import grad as tape_grad
@@ -77,13 +78,9 @@ def _analytic(fn, inputs, cots, create_graph=False):
     return diff, list(grads)
 
 
-def _host(a):
-    return a.get() if hasattr(a, "get") else np.asarray(a)
-
-
 def _compare(name, numeric, analytic, atol, rtol, label):
     numeric = np.asarray(numeric, dtype=np.float64)
-    analytic = np.zeros_like(numeric) if analytic is None else _host(analytic).astype(np.float64)
+    analytic = np.zeros_like(numeric) if analytic is None else to_host(analytic).astype(np.float64)
     err = np.abs(numeric - analytic)
     tol = atol + rtol * np.abs(numeric)
     bad = err > tol
@@ -143,7 +140,7 @@ def directional_gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, n_
     diff, grads = _analytic(fn, xs, cots)
     for _ in range(n_directions):
         dirs = [rng.standard_normal(x.shape) for x in diff]
-        analytic = sum(float((_host(g.data) * d).sum()) for g, d in zip(grads, dirs)
+        analytic = sum(float((to_host(g.data) * d).sum()) for g, d in zip(grads, dirs)
                        if g is not None)
         saved = [x.data.copy() for x in diff]
         for x, d in zip(diff, dirs):
