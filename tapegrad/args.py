@@ -99,15 +99,19 @@ def _ints(op, name, value, forms):
     out = []
     for v in (value,) if items is None else items:
         if type(v) is not int:
-            try:
-                if isinstance(v, (bool, np.bool_)):
-                    raise TypeError
-                v = operator.index(v)
-            except TypeError:
-                raise ArgumentError(f"{op}: {name} must be ints ({forms}), got "
-                                    f"{value!r}") from None
+            v = None if isinstance(v, (bool, np.bool_)) else _index(v)
+            if v is None:
+                raise ArgumentError(f"{op}: {name} must be ints ({forms}), got {value!r}")
         out.append(v)
     return out[0] if items is None else tuple(out)
+
+
+def _index(v):
+    """``v`` as an int if it is an integer (a NumPy one too), else None."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        return None
 
 
 def pair(value, name: str, op: str, minimum: int = 1) -> tuple[int, int]:
@@ -223,8 +227,8 @@ def normalize_axes(op, shape, axis, ordered=False) -> tuple[int, ...]:
     out = [_bad_axis(op, shape, a, nd or 1, expect) % (nd or 1) for a in given]
     if len(set(out)) != len(out):
         twice = next(a for a in out if out.count(a) > 1)
-        raise ShapeError(f"{op}: axis {axis} names axis {twice} of shape {tuple(shape)} "
-                         "twice; name each axis once")
+        raise ShapeError(f"{op}: axes {axis} name an axis of shape {tuple(shape)} twice "
+                         f"(axis {twice}); name each axis once")
     if not nd:
         return ()
     return tuple(out) if ordered else tuple(sorted(out))

@@ -119,8 +119,8 @@ def test_one_message_style_for_every_axis_argument():
     for call, op in ((lambda: ops.sum(x, (1, -1)), "sum"),
                      (lambda: ops.permute(x, 1, -1), "permute"),
                      (lambda: ops.squeeze(x, (1, -1)), "squeeze")):
-        with pytest.raises(ShapeError, match=rf"^{op}: axis \(1, -1\) names axis 1 of shape "
-                                             r"\(2, 3\) twice; name each axis once$"):
+        with pytest.raises(ShapeError, match=rf"^{op}: axes \(1, -1\) name an axis of shape "
+                                             r"\(2, 3\) twice \(axis 1\); name each axis once$"):
             call()
     for call, op in ((lambda: ops.mean(x, 2), "mean"), (lambda: ops.swapaxes(x, 2, 0), "swapaxes"),
                      (lambda: x.size(2), "size")):

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from .. import ops
-from ..args import check_reduction
-from ..tensor import Tensor
+from ..args import as_tensor, check_reduction
 from .module import Module
 
 __all__ = ["CrossEntropyLoss", "MSELoss"]
@@ -22,9 +21,7 @@ class CrossEntropyLoss(Module):
                  label_smoothing: float = 0.0):
         super().__init__()
         check_reduction("CrossEntropyLoss", reduction)
-        if weight is not None and not isinstance(weight, Tensor):
-            weight = Tensor(weight)
-        self.register_buffer("weight", weight)
+        self.register_buffer("weight", None if weight is None else as_tensor(weight))
         self.ignore_index = ignore_index
         self.reduction = reduction
         self.label_smoothing = label_smoothing
