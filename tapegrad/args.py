@@ -99,15 +99,18 @@ def _ints(op, name, value, forms):
     out = []
     for v in (value,) if items is None else items:
         if type(v) is not int:
-            v = None if isinstance(v, (bool, np.bool_)) else _index(v)
+            v = _as_int(v)
             if v is None:
                 raise ArgumentError(f"{op}: {name} must be ints ({forms}), got {value!r}")
         out.append(v)
     return out[0] if items is None else tuple(out)
 
 
-def _index(v):
-    """``v`` as an int if it is an integer (a NumPy one too), else None."""
+def _as_int(v):
+    """``v`` as an int if it is an integer (a NumPy one too), else None (a bool
+    is not an integer here, as in PyTorch's argument parser)."""
+    if isinstance(v, (bool, np.bool_)):
+        return None
     try:
         return operator.index(v)
     except TypeError:
@@ -176,16 +179,14 @@ def _same_padding(op, padding, kernel, stride, dilation):
 def _bad_axis(op, shape, a, nd, expect):
     """The error for an ``axis`` entry ``a`` that is not an int in ``[-nd, nd)``
     (``nd`` counts the new axes a caller allows), or ``a`` as an int."""
-    if isinstance(a, (bool, np.bool_)):
-        raise ArgumentError(f"{op}: axis must be {expect}, got {a!r} (a bool, not an axis; "
-                            f"pass keepdims={a!r} by name)")
-    try:
-        a = operator.index(a)
-    except TypeError:
-        raise ArgumentError(f"{op}: axis must be {expect}, got {a!r} for shape "
-                            f"{tuple(shape)}") from None
-    if -nd <= a < nd:
-        return a
+    i = _as_int(a)
+    if i is None:
+        why = (f"(a bool, not an axis; pass keepdims={a!r} by name)"
+               if isinstance(a, (bool, np.bool_)) else f"for shape {tuple(shape)}")
+        raise ArgumentError(f"{op}: axis must be {expect}, got {a!r} {why}")
+    if -nd <= i < nd:
+        return i
+    a = i
     valid = f"valid axes: {-nd} to {nd - 1}" if nd else "a 0-d array has no axes"
     raise ShapeError(f"{op}: axis {a} is out of range for shape {tuple(shape)} ({valid})")
 
@@ -234,5 +235,5 @@ def normalize_axes(op, shape, axis, ordered=False) -> tuple[int, ...]:
     return tuple(out) if ordered else tuple(sorted(out))
 
 
-# last: tensor.py imports this module's rules when it is imported first
+# last, as tensor.py imports normalize_axis and raw from here (Tensor is read at call time)
 from .tensor import Tensor  # noqa: E402
