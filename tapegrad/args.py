@@ -12,7 +12,7 @@ same words. Errors name the function (``op``), the value and what to do.
 * axes: :func:`normalize_axis` (one int) and :func:`normalize_axes` (None, an
   int or a sequence), both raising ShapeError/ArgumentError in one style;
 * inputs: :func:`raw`, :func:`as_tensor`, :func:`const`, :func:`check_float`,
-  :func:`check_broadcasts`, :func:`check_reduction`.
+  :func:`check_broadcasts`, :func:`as_instance_weights`, :func:`check_reduction`.
 
 Device concerns (the array module, copying to the host) live in
 :mod:`tapegrad.device`: ``get_array_module``, ``to_host``.
@@ -74,6 +74,17 @@ def check_broadcasts(op, name, a, target, to, hint=""):
     what that shape is (``"x's shape (2, 3) float32"``), ``hint`` what to do."""
     if not broadcasts_to(a.shape, target):
         raise ShapeError(f"{op}: {name} {describe(a)} must broadcast to {to}{hint}")
+
+
+def as_instance_weights(op, w, shape, xp, dtype, to):
+    """MatConvNet's ``instance_weights`` for a result of ``shape`` ``(N, ...)``:
+    an array in ``dtype`` that broadcasts to it, a length-N vector meaning one
+    weight per image (made ``(N, 1, ..., 1)``); ``to`` names the shape in errors."""
+    w = const(w, xp, dtype)
+    if w.ndim == 1 and len(shape) > 1 and w.shape[0] == shape[0]:
+        w = w.reshape((-1,) + (1,) * (len(shape) - 1))  # (N,) -> (N, 1, ..., 1)
+    check_broadcasts(op, "instance_weights", w, shape, to)
+    return w
 
 
 def check_reduction(op, reduction):

@@ -6,6 +6,7 @@ import pytest
 import tapegrad as tg
 from tapegrad import nn, ops
 from tapegrad.args import (
+    as_instance_weights,
     broadcasts_to,
     check_broadcasts,
     check_float,
@@ -163,6 +164,16 @@ def test_check_broadcasts():
     check_broadcasts("op", "w", np.ones((1, 3)), (2, 3), "x's shape")
     with pytest.raises(ShapeError, match=r"^op: w \(4,\) float64 must broadcast to x's shape!$"):
         check_broadcasts("op", "w", np.ones(4), (2, 3), "x's shape", "!")
+
+
+def test_instance_weights_per_image_or_broadcast():
+    w = as_instance_weights("op", [1, 2], (2, 1, 3), np, np.float32, "y")
+    assert w.shape == (2, 1, 1) and w.dtype == np.float32
+    w = as_instance_weights("op", np.ones((1, 3)), (2, 1, 3), np, np.float64, "y")
+    assert w.shape == (1, 3)
+    with pytest.raises(ShapeError, match=r"^op: instance_weights \(3,\) float64 must broadcast "
+                                         r"to y$"):
+        as_instance_weights("op", np.ones(3), (2, 1, 2), np, np.float64, "y")
 
 
 def test_check_reduction_is_one_rule_for_ops_and_layers():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..args import as_tensor, check_broadcasts, check_float, const
+from ..args import as_instance_weights, as_tensor, check_broadcasts, check_float
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
@@ -104,11 +104,8 @@ def pdist(x, x0, p=2, no_root=False, epsilon=1e-6, aggregate=False, instance_wei
         raise ArgumentError(f"pdist: epsilon must be >= 0, got {epsilon!r}")
     w = None
     if instance_weights is not None:
-        w = const(instance_weights, xp, xd.dtype)
         y_shape = xd.shape[:1] + (1,) + xd.shape[2:]
-        if w.ndim == 1 and w.shape[0] == xd.shape[0]:
-            w = w.reshape((-1,) + (1,) * (xd.ndim - 1))  # (N,) -> (N, 1, ..., 1)
-        check_broadcasts("pdist", "instance_weights", w, y_shape,
-                         f"the output's shape {y_shape} for x {describe(xd)}")
+        w = as_instance_weights("pdist", instance_weights, y_shape, xp, xd.dtype,
+                                f"the output's shape {y_shape} for x {describe(xd)}")
     return PDist.apply(xt, x0, p=p, no_root=bool(no_root), epsilon=float(epsilon),
                        aggregate=bool(aggregate), weights=w)
