@@ -99,6 +99,16 @@ def prepare_run_folder(out: str) -> list[str]:
     return removed
 
 
+def interrupt_once(signum=None, frame=None):
+    """SIGINT handler of the ``tapegrad`` process: the first Ctrl-C raises
+    KeyboardInterrupt, and from then on SIGINT is ignored, so a second one
+    cannot cut the shutdown short (mid-message, or while the interpreter waits
+    for BLAS threads with the default action restored, which killed the process
+    by signal instead of exit status 130)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
 def sigint_held():
     """Hold Ctrl-C while the block runs (e.g. writes a checkpoint and its
