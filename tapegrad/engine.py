@@ -117,12 +117,10 @@ def _reachable(nodes):
     stack = list(nodes)
     seen = set(stack)
     while stack:
-        for e in stack.pop().edges:
-            if e.out_nr >= 0:
-                p = e.target
-                if p not in seen:
-                    seen.add(p)
-                    stack.append(p)
+        for _, target, out_nr, _, _ in stack.pop().edges:
+            if out_nr >= 0 and target not in seen:
+                seen.add(target)
+                stack.append(target)
     return sorted(seen, key=_by_seq, reverse=True)
 
 

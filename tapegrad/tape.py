@@ -11,7 +11,6 @@ whether ops are recorded at all is :mod:`tapegrad.grad_mode`.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from typing import NamedTuple
 
@@ -25,7 +24,6 @@ from .grad_mode import _local, enable_grad, is_grad_enabled, no_grad, set_grad_e
 __all__ = [
     "Function",
     "Node",
-    "Edge",
     "SavedFrom",
     "no_grad",
     "enable_grad",
@@ -48,9 +46,15 @@ class Node:
     """One tape entry, and the ``ctx`` an op's forward and backward see.
 
     ``seq`` is the entry's place in recording order (monotonically
-    increasing). ``edges`` has one :class:`Edge` per input that needs a
-    gradient; ``saved_src`` one :class:`SavedFrom` (or None, for a constant)
-    per saved array.
+    increasing). ``edges`` has one edge per input that needs a gradient: the
+    plain tuple ``(index, target, out_nr, shape, dtype)`` -- input ``index``
+    comes from output ``out_nr`` of the entry ``target``, or is the leaf tensor
+    ``target`` (``out_nr == -1``); ``shape`` and ``dtype`` are the input's, for
+    the engine's reduction and cast. Every reader unpacks it by those names
+    (``for index, target, out_nr, shape, dtype in node.edges``), never by
+    position: one edge is built per recorded input, and a NamedTuple costs
+    ~0.17 us more there (allocation and release), ~6% of a small op. ``saved_src``
+    has one :class:`SavedFrom` (or None, for a constant) per saved array.
     """
 
     __slots__ = ("__dict__", "__weakref__", "fn", "seq", "device", "xp", "needs_input_grad",
@@ -95,14 +99,12 @@ class Node:
         same place in the graph, so second derivatives flow through it."""
         if src is None:
             return value
-        if src.kind == "in":
-            edge = next((e for e in self.edges if e.index == src.index), None)
-            if edge is None:
-                return _wrap(value, self.device, None, 0, False)
-            if edge.out_nr < 0:
-                return edge.target
-            return _wrap(value, self.device, edge.target, edge.out_nr, True)
-        return _wrap(value, self.device, self, src.index, True)
+        if src.kind == "out":
+            return _wrap(value, self.device, self, src.index, True)
+        for index, target, out_nr, _, _ in self.edges:
+            if index == src.index:
+                return target if out_nr < 0 else _wrap(value, self.device, target, out_nr, True)
+        return _wrap(value, self.device, None, 0, False)  # an input that needs no gradient
 
 
 def _freed_message(node) -> str:
@@ -174,8 +176,8 @@ class Function:
             ctx = Node(cls, device, (False,) * len(args))
             return _unrecorded(cls, cls.forward(ctx, *arrays, **params), ctx.device, x)
         needs = [False] * len(args)
-        for e in edges:
-            needs[e.index] = True
+        for index, _, _, _, _ in edges:
+            needs[index] = True
         ctx = Node(cls, device, tuple(needs))
         out = cls.forward(ctx, *arrays, **params)
         return _record(cls, ctx, edges, out, args)
@@ -183,23 +185,26 @@ class Function:
     @classmethod
     def _apply_unary(cls, x, consts, params):
         """The common case -- one tensor plus constants -- kept short: it is
-        most of a small model's per-op overhead."""
-        if consts and cls.promotes and not (type(consts[0]) in _WEAK and x.data.dtype.kind == "f"):
-            x, *consts = _promote(cls, (x, *consts))  # else NumPy's weak scalar keeps x's dtype
+        most of a small model's per-op overhead (the edge is built inline)."""
         data = x.data
+        if consts and cls.promotes and (type(consts[0]) not in _WEAK or data.dtype.kind != "f"):
+            x, *consts = _promote(cls, (x, *consts))  # else NumPy's weak scalar keeps x's dtype
+            data = x.data
+        device = x.device
         if not (x.requires_grad and _local.enabled):
-            ctx = Node(cls, x.device, _NO_GRAD[len(consts)])
+            ctx = Node(cls, device, _NO_GRAD[len(consts)])
             return _unrecorded(cls, cls.forward(ctx, data, *consts, **params), ctx.device, x)
-        ctx = Node(cls, x.device, _FIRST_GRAD[len(consts)])
+        ctx = Node(cls, device, _FIRST_GRAD[len(consts)])
         out = cls.forward(ctx, data, *consts, **params)
-        edges = [_edge(0, x, data)]
-        if type(out) is tuple or cls.view or out.dtype.kind != "f" or ctx.device is not \
-                x.device:
+        node = x._node
+        edges = [(0, x, -1, data.shape, data.dtype) if node is None else
+                 (0, node, x._out_nr, data.shape, data.dtype)]
+        if type(out) is tuple or cls.view or out.dtype.kind != "f" or ctx.device is not device:
             return _record(cls, ctx, edges, out, (x, *consts))
         ctx.seq = next(_counter)
         ctx.edges = edges
         ctx.n_out = 1
-        t = _wrap(out, x.device, ctx, 0, True)
+        t = _wrap(out, device, ctx, 0, True)
         if ctx.saved:
             _track_saved(ctx, (x, *consts), (t,))
         return t
@@ -214,6 +219,12 @@ def _promote(cls, args):
     """Cast the operands at ``cls.promotes`` to PyTorch's result dtype: tensors
     by a recorded cast (its gradient is cast back), constants directly."""
     idx = cls.promotes
+    if len(idx) == 2:  # the common case first: two tensors of one float dtype, no cast
+        a, b = args[idx[0]], args[idx[1]]
+        if isinstance(a, Tensor) and isinstance(b, Tensor):
+            dt = a.data.dtype
+            if dt is b.data.dtype and dt.kind == "f":
+                return args
     vals = [args[i] for i in idx]
     dt = result_type(*vals)
     if dt.kind == "c" and _local.enabled and any(
@@ -235,18 +246,6 @@ def _promote(cls, args):
     return out
 
 
-class Edge(NamedTuple):
-    """Input ``index`` of an entry comes from output ``out_nr`` of the entry
-    ``target``, or is the leaf tensor ``target`` (``out_nr == -1``); ``shape``
-    and ``dtype`` are the input's, for the engine's reduction and cast."""
-
-    index: int
-    target: object
-    out_nr: int
-    shape: tuple
-    dtype: object
-
-
 class SavedFrom(NamedTuple):
     """Where a saved array came from -- input or output ``index`` of its entry --
     and that tensor's version counter with its value when it was saved."""
@@ -261,16 +260,16 @@ class SavedFrom(NamedTuple):
         return self.counter[0] != self.version
 
 
-# built with tuple.__new__: a NamedTuple's own constructor is ~5x slower per op
-_new_edge = functools.partial(tuple.__new__, Edge)
-_new_saved_from = functools.partial(tuple.__new__, SavedFrom)
+# a SavedFrom is built with tuple.__new__: a NamedTuple's own constructor is ~5x slower
+_tuple_new = tuple.__new__
 
 
 def _edge(i, t, data):
+    """The edge of input ``i``, the tensor ``t`` (see :class:`Node`)."""
     node = t._node
     if node is None:
-        return _new_edge((i, t, -1, data.shape, data.dtype))
-    return _new_edge((i, node, t._out_nr, data.shape, data.dtype))
+        return (i, t, -1, data.shape, data.dtype)
+    return (i, node, t._out_nr, data.shape, data.dtype)
 
 
 def _unrecorded(cls, out, device, base):
@@ -331,12 +330,12 @@ def _track_saved(ctx, args, outs):
         found = None
         for i, a in enumerate(args):
             if isinstance(a, Tensor) and v is a.data:
-                found = _new_saved_from(("in", i, a._version, a._version[0]))
+                found = _tuple_new(SavedFrom, ("in", i, a._version, a._version[0]))
                 break
         else:
             for k, o in enumerate(outs):
                 if v is o.data:
-                    found = _new_saved_from(("out", k, o._version, o._version[0]))
+                    found = _tuple_new(SavedFrom, ("out", k, o._version, o._version[0]))
                     break
         if found is not None:
             if src is None:
