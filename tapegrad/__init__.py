@@ -7,17 +7,26 @@
 >>> x.grad                       # tensor([2., 4., 6.])
 """
 
+import numpy as _np
+
 from . import errors, ops
 from .creation import (
     arange,
+    as_tensor,
     empty,
+    eye,
     from_numpy,
     full,
+    full_like,
+    is_tensor,
+    linspace,
     ones,
     ones_like,
     rand,
+    rand_like,
     randint,
     randn,
+    randn_like,
     zeros,
     zeros_like,
 )
@@ -28,6 +37,24 @@ from .tape import Function, backward, enable_grad, grad, is_grad_enabled, no_gra
 from .tensor import Tensor, get_default_dtype, set_default_dtype, tensor
 
 __version__ = "0.1.0"
+
+# PyTorch's names for the joins and the selection (same functions as tapegrad.ops)
+cat = concatenate = ops.concatenate
+stack = ops.stack
+where = ops.where
+
+# PyTorch's dtype names (NumPy dtypes: ``x.dtype == tg.float32`` and ``x.to(tg.long)``)
+float16 = half = _np.dtype("float16")
+float32 = float = _np.dtype("float32")  # noqa: A001  (torch.float, as in PyTorch)
+float64 = double = _np.dtype("float64")
+int8 = _np.dtype("int8")
+uint8 = _np.dtype("uint8")
+int16 = short = _np.dtype("int16")
+int32 = int = _np.dtype("int32")  # noqa: A001
+int64 = long = _np.dtype("int64")
+bool = _np.dtype("bool")  # noqa: A001
+complex64 = _np.dtype("complex64")
+complex128 = _np.dtype("complex128")
 
 tune_malloc()  # large temporaries reuse heap memory instead of page-faulting (see its doc)
 
@@ -49,7 +76,15 @@ __all__ = [
     "Tensor", "tensor", "Function", "backward", "grad", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "set_default_dtype", "get_default_dtype",
     "Device", "get_device", "get_array_module", "cupy_available", "manual_seed",
-    "zeros", "ones", "full", "empty", "arange", "randn", "rand", "randint", "zeros_like",
-    "ones_like", "from_numpy", "ops", "errors", "nn", "optim", "data", "testing", "save",
-    "load",
+    "zeros", "ones", "full", "empty", "eye", "arange", "linspace", "randn", "rand", "randint",
+    "zeros_like", "ones_like", "full_like", "randn_like", "rand_like", "from_numpy",
+    "as_tensor", "is_tensor", "cat", "concatenate", "stack", "where",
+    "float16", "half", "float32", "float", "float64", "double", "int8", "uint8", "int16",
+    "short", "int32", "int", "int64", "long", "bool", "complex64", "complex128",
+    "ops", "errors", "nn", "optim", "data", "testing", "save", "load",
 ]
+
+
+def __dir__():
+    """``dir(tapegrad)`` and tab completion list the lazily loaded names too."""
+    return sorted(set(globals()) | _SUBMODULES | set(_LAZY))

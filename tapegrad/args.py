@@ -11,6 +11,7 @@ same words. Errors name the function (``op``), the value and what to do.
 
 * axes: :func:`normalize_axis` (one int) and :func:`normalize_axes` (None, an
   int or a sequence), both raising ShapeError/ArgumentError in one style;
+* PyTorch's argument names: :func:`torch_names` (``dim=`` for ``axis=``, ...);
 * inputs: :func:`raw`, :func:`as_tensor`, :func:`const`, :func:`check_float`,
   :func:`check_broadcasts`, :func:`as_instance_weights`, :func:`check_reduction`.
 
@@ -20,11 +21,13 @@ Device concerns (the array module, copying to the host) live in
 
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
 
 import numpy as np
 
-from .errors import ArgumentError, DTypeError, ShapeError, describe
+from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError, describe
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -247,4 +250,39 @@ def normalize_axes(op, shape, axis, ordered=False) -> tuple[int, ...]:
 
 
 # last, as tensor.py imports normalize_axis and raw from here (Tensor is read at call time)
+
+# ---------------------------------------------------------------- PyTorch's names
+
+TORCH_NAMES = {"dim": "axis", "keepdim": "keepdims", "start_dim": "start_axis",
+               "end_dim": "end_axis", "input": "x"}
+"""PyTorch's keyword -> NumPy's, for every function decorated with :func:`torch_names`."""
+
+
+def torch_names(fn):
+    """Let ``fn`` take PyTorch's keyword names (``dim=``, ``keepdim=``,
+    ``start_dim=``/``end_dim=``, ``input=``) for the NumPy ones it declares
+    (``axis=``, ``keepdims=``, ...): the same meaning, so ``x.sum(dim=1,
+    keepdim=True)`` is ``x.sum(axis=1, keepdims=True)``. Passing both spellings
+    is an ArgumentError. A call without keywords costs one dict test."""
+    params = inspect.signature(fn).parameters
+    table = {t: n for t, n in TORCH_NAMES.items() if n in params and t not in params}
+    if not table:
+        raise ArgumentTypeError(f"torch_names: {fn.__qualname__} declares none of "
+                                f"{sorted(TORCH_NAMES.values())}")
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if kwargs:
+            for torch_name, name in table.items():
+                if torch_name in kwargs:
+                    if name in kwargs:
+                        raise ArgumentError(f"{fn.__name__}: pass {torch_name}= or {name}=, not "
+                                            "both (they mean the same)")
+                    kwargs[name] = kwargs.pop(torch_name)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
 from .tensor import Tensor  # noqa: E402
+

@@ -1,15 +1,18 @@
-"""Tensor factories: zeros, ones, full, arange, randn, rand, and ``*_like``."""
+"""Tensor factories: zeros, ones, full, eye, arange, linspace, randn, rand, and
+``*_like``; ``as_tensor``/``from_numpy`` wrap existing data."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .device import cpu, get_device
+from .errors import ArgumentError, ArgumentTypeError, DTypeError
 from .random import get_generator
 from .tensor import Tensor, _wrap, get_default_dtype
 
-__all__ = ["zeros", "ones", "full", "empty", "arange", "randn", "rand", "randint",
-           "zeros_like", "ones_like", "from_numpy"]
+__all__ = ["zeros", "ones", "full", "empty", "eye", "arange", "linspace", "randn", "rand",
+           "randint", "zeros_like", "ones_like", "full_like", "randn_like", "rand_like",
+           "from_numpy", "as_tensor", "is_tensor"]
 
 
 def _shape(shape):
@@ -47,14 +50,26 @@ def full(shape, value, dtype=None, device="cpu", requires_grad=False):
                  else tuple(shape), dtype, device, requires_grad)
 
 
-def arange(*args, dtype=None, device="cpu"):
+def eye(n, m=None, dtype=None, device="cpu", requires_grad=False):
+    """The ``n x m`` identity (``m = n`` unless given), as ``torch.eye``."""
+    return _make(lambda xp, s, d: xp.eye(*s, dtype=d), (n, n if m is None else m), dtype,
+                 device, requires_grad)
+
+
+def arange(*args, dtype=None, device="cpu", requires_grad=False):
     """Like ``numpy.arange``; integer arguments give int64, floats the default dtype."""
-    dev = get_device(device)
     probe = np.arange(*args)
-    dt = np.dtype(dtype) if dtype is not None else (
+    dt = dtype if dtype is not None else (
         get_default_dtype() if probe.dtype.kind == "f" else probe.dtype)
-    with dev.use():
-        return _wrap(dev.xp.arange(*args, dtype=dt), dev, None, 0, False)
+    return _make(lambda xp, s, d: xp.arange(*args, dtype=d), (), dt, device, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device="cpu", requires_grad=False):
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive, as ``torch.linspace``."""
+    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 0:
+        raise ArgumentError(f"linspace: steps must be an int >= 0, got {steps!r}")
+    return _make(lambda xp, s, d: xp.linspace(start, end, int(steps), dtype=d), (), dtype,
+                 device, requires_grad)
 
 
 def randn(*shape, dtype=None, device="cpu", requires_grad=False):
@@ -77,14 +92,55 @@ def randint(low, high, shape, device="cpu"):
                  False)
 
 
+def _like(make, t, dtype, requires_grad, *extra):
+    return make(tuple(t.shape), *extra, dtype=t.dtype if dtype is None else dtype,
+                device=t.device, requires_grad=requires_grad)
+
+
 def zeros_like(t, dtype=None, requires_grad=False):
-    return zeros(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+    return _like(zeros, t, dtype, requires_grad)
 
 
 def ones_like(t, dtype=None, requires_grad=False):
-    return ones(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+    return _like(ones, t, dtype, requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, requires_grad=False):
+    return _like(full, t, dtype, requires_grad, fill_value)
+
+
+def randn_like(t, dtype=None, requires_grad=False):
+    """Standard normal samples of ``t``'s shape, dtype (unless given) and device."""
+    return _like(randn, t, dtype, requires_grad)
+
+
+def rand_like(t, dtype=None, requires_grad=False):
+    return _like(rand, t, dtype, requires_grad)
 
 
 def from_numpy(a: np.ndarray) -> Tensor:
     """A tensor sharing memory with a NumPy array (dtype kept)."""
+    if not isinstance(a, np.ndarray):
+        raise ArgumentTypeError(f"from_numpy: expected a numpy.ndarray, got {type(a).__name__}")
+    if a.dtype.kind not in "biufc":
+        raise DTypeError(f"from_numpy: dtype {a.dtype} is not supported (only bool, integer, "
+                         "floating and complex data)")
     return _wrap(a, cpu, None, 0, False)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """PyTorch's: ``data`` itself when it is already a Tensor of that dtype and
+    device, else a tensor of it (sharing memory with a NumPy array of the right
+    dtype on the CPU, as ``torch.as_tensor``)."""
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype)
+    dev = get_device(device if device is not None else "cpu")
+    if (dev is cpu and isinstance(data, np.ndarray) and data.dtype.kind in "biufc"
+            and (dtype is None or np.dtype(dtype) == data.dtype)):
+        return from_numpy(data)
+    return Tensor(data, dtype=dtype, device=dev)
+
+
+def is_tensor(obj) -> bool:
+    """True for a :class:`tapegrad.Tensor` (Parameters too)."""
+    return isinstance(obj, Tensor)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import weakref
-from typing import NamedTuple
 
 import numpy as np
 
 from . import tape
 from .device import Device, cpu, device_of_array, get_device
 from .dtypes import check_differentiable
-from .errors import ArgumentError, ArgumentTypeError, DTypeError, GraphError, ShapeError, describe
+from .errors import ArgumentError, ArgumentTypeError, DTypeError, GraphError, describe
 from .tape import is_grad_enabled, no_grad
+from .tensor_methods import TensorMethods, ValuesIndices  # noqa: F401  (re-exported)
 
 __all__ = ["Tensor", "tensor", "set_default_dtype", "get_default_dtype"]
 
@@ -84,7 +84,7 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-class Tensor:
+class Tensor(TensorMethods):
     """An n-dimensional array that records differentiable ops on the tape.
 
     Leaves are made by :func:`tapegrad.tensor` (or ops under ``no_grad``);
@@ -193,8 +193,19 @@ class Tensor:
         self.grad = None
 
     # -------------------------------------------------------------- devices
-    def to(self, device=None, dtype=None) -> Tensor:
-        """Copy to another device and/or dtype (differentiable); self if nothing changes."""
+    def to(self, *args, device=None, dtype=None) -> Tensor:
+        """PyTorch's forms: ``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)``,
+        ``x.to(other)`` (other's device and dtype). Differentiable; self if nothing
+        changes."""
+        if len(args) > 2:
+            raise ArgumentError(f"to: at most a device and a dtype, got {args!r}")
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif _is_device(a):
+                device = a
+            else:
+                dtype = a
         dev = get_device(device) if device is not None else self.device
         out = self
         if dtype is not None and np.dtype(dtype) != self.dtype:
@@ -414,179 +425,40 @@ class Tensor:
     def __ne__(self, other):
         return self._compare(other, lambda a, b: a != b)
 
+    # bitwise / logical operators: bool and integer tensors, never recorded
+    def _bitwise(self, other, op, name):
+        a, b = self.data, _raw(other)
+        for v in (a, b):
+            if getattr(v, "dtype", np.dtype(type(v))).kind not in "biu":
+                raise DTypeError(f"{name}: needs bool or integer operands (as in PyTorch), "
+                                 f"got {describe(self)} and {describe(other)}; compare first "
+                                 "(x > 0) or cast with .bool()/.long()")
+        return _wrap(op(a, b), self.device, None, 0, False)
+
+    def __and__(self, other):
+        return self._bitwise(other, lambda a, b: a & b, "&")
+
+    def __or__(self, other):
+        return self._bitwise(other, lambda a, b: a | b, "|")
+
+    def __xor__(self, other):
+        return self._bitwise(other, lambda a, b: a ^ b, "^")
+
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+
+    def __invert__(self):
+        """``~x``: logical not of a bool tensor, bitwise not of an integer one."""
+        return self._bitwise(0, lambda a, _: ~a, "~")
+
     def __getitem__(self, index):
         return _ops.getitem(self, _index(index))
 
-    # --------------------------------------------------- methods (see tapegrad.ops)
-    def astype(self, dtype):
-        return _ops.cast(self, dtype)
 
-    def float(self):
-        return self.astype(np.float32)
-
-    def double(self):
-        return self.astype(np.float64)
-
-    def half(self):
-        return self.astype(np.float16)
-
-    def clone(self):
-        return _ops.cast(self, self.dtype, copy=True)
-
-    def sum(self, axis=None, keepdims=False):
-        return _ops.sum(self, axis, keepdims)
-
-    def mean(self, axis=None, keepdims=False):
-        return _ops.mean(self, axis, keepdims)
-
-    def var(self, axis=None, keepdims=False, ddof=0):
-        return _ops.var(self, axis, keepdims, ddof)
-
-    def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        """PyTorch's: ``x.max()`` the largest value; ``x.max(dim)`` the pair
-        ``(values, indices)`` along ``dim`` (the gradient goes to the chosen
-        index); ``x.max(other)`` the elementwise maximum. Values over several
-        axes at once: :meth:`amax`."""
-        return self._extreme("max", dim, keepdim, axis, keepdims)
-
-    def min(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        """PyTorch's: ``x.min()``, ``values, indices = x.min(dim)``, ``x.min(other)``."""
-        return self._extreme("min", dim, keepdim, axis, keepdims)
-
-    def amax(self, axis=None, keepdims=False):
-        """Largest values over ``axis`` (an int or a tuple); ties share the gradient."""
-        return _ops.max(self, axis, keepdims)
-
-    def amin(self, axis=None, keepdims=False):
-        return _ops.min(self, axis, keepdims)
-
-    def _extreme(self, op, dim, keepdim, axis, keepdims):
-        dim = _alias(op, "dim", dim, "axis", axis)
-        keepdim = _alias(op, "keepdim", keepdim if keepdim else None, "keepdims", keepdims)
-        if isinstance(dim, Tensor):
-            return (_ops.maximum if op == "max" else _ops.minimum)(self, dim)
-        if dim is None:
-            if keepdim:
-                raise ArgumentError(f"{op}: keepdim needs a dim; for all axes use "
-                                    f"x.a{op}(keepdims=True)")
-            return _ops.max(self) if op == "max" else _ops.min(self)
-        if not isinstance(dim, int) or isinstance(dim, bool):
-            raise ArgumentError(f"{op}: dim must be one int (PyTorch's max/min return values "
-                                f"and indices along one axis), got {dim!r}; use "
-                                f"x.a{op}(axis={dim!r}) for values over several axes")
-        d = normalize_axis(op, self.shape, dim)
-        if self.shape[d] == 0:
-            raise ShapeError(f"{op}: cannot reduce the empty axis {d} of {describe(self)}")
-        pick = self.data.argmax if op == "max" else self.data.argmin
-        idx = pick(axis=d)
-        # values = x[i0, ..., idx, ..., ik]: an open grid over the other axes, so the
-        # gradient reaches the chosen element only (as PyTorch's max(dim))
-        grid = list(self.device.xp.indices(idx.shape, sparse=True))
-        grid.insert(d, idx)
-        values = self[tuple(grid)]
-        indices = _wrap(idx.astype(np.int64, copy=False), self.device, None, 0, False)
-        if keepdim:
-            values, indices = values.expand_dims(d), indices.expand_dims(d)
-        return ValuesIndices(values, indices)
-
-    def logsumexp(self, axis=None, keepdims=False):
-        return _ops.logsumexp(self, axis, keepdims)
-
-    def argmax(self, axis=None):
-        return _wrap(self.data.argmax(axis=axis), self.device, None, 0, False)
-
-    def argmin(self, axis=None):
-        return _wrap(self.data.argmin(axis=axis), self.device, None, 0, False)
-
-    def reshape(self, *shape):
-        return _ops.reshape(self, shape[0] if len(shape) == 1 else shape)
-
-    view = reshape
-
-    def flatten(self, start_axis=0, end_axis=-1):
-        return _ops.flatten(self, start_axis, end_axis)
-
-    def transpose(self, *axes):
-        """PyTorch's ``x.transpose(a, b)`` swaps two axes (also on a 2-D tensor, where
-        NumPy would read ``(0, 1)`` as the identity); ``x.transpose()`` reverses them and
-        ``x.transpose((2, 0, 1))`` (one sequence) permutes, as in NumPy."""
-        if len(axes) == 2 and all(isinstance(a, int) for a in axes):
-            return _ops.swapaxes(self, *axes)
-        return _ops.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
-
-    def permute(self, *axes):
-        return _ops.permute(self, *axes)
-
-    def swapaxes(self, a, b):
-        return _ops.swapaxes(self, a, b)
-
-    def broadcast_to(self, shape):
-        return _ops.broadcast_to(self, shape)
-
-    def expand_dims(self, axis):
-        return _ops.expand_dims(self, axis)
-
-    unsqueeze = expand_dims
-
-    def squeeze(self, axis=None):
-        return _ops.squeeze(self, axis)
-
-    def exp(self):
-        return _ops.exp(self)
-
-    def log(self):
-        return _ops.log(self)
-
-    def sqrt(self):
-        return _ops.sqrt(self)
-
-    def abs(self):
-        return _ops.abs(self)
-
-    def sign(self):
-        return _ops.sign(self)
-
-    def tanh(self):
-        return _ops.tanh(self)
-
-    def sigmoid(self):
-        return _ops.sigmoid(self)
-
-    def relu(self):
-        return _ops.relu(self)
-
-    def clip(self, min=None, max=None):
-        return _ops.clip(self, min, max)
-
-    clamp = clip
-
-    def pow(self, exponent):
-        return _ops.pow(self, exponent)
-
-    def matmul(self, other):
-        return _ops.matmul(self, other)
-
-    def maximum(self, other):
-        return _ops.maximum(self, other)
-
-    def minimum(self, other):
-        return _ops.minimum(self, other)
-
-
-class ValuesIndices(NamedTuple):
-    """What ``x.max(dim)`` / ``x.min(dim)`` return, as PyTorch's ``return_types``."""
-
-    values: Tensor
-    indices: Tensor
-
-
-def _alias(op, name, value, numpy_name, numpy_value):
-    """PyTorch's ``dim=``/``keepdim=`` or NumPy's ``axis=``/``keepdims=``, not both."""
-    if numpy_value is None:
-        return value
-    if value is not None:
-        raise ArgumentError(f"{op}: pass {name}= or {numpy_name}=, not both (they mean the same)")
-    return numpy_value
+def _is_device(a) -> bool:
+    """A device (or its name: ``"cpu"``, ``"cuda"``, ``"cuda:1"``), not a dtype."""
+    if isinstance(a, Device):
+        return True
+    return isinstance(a, str) and (a in ("cpu", "cuda") or a.startswith("cuda:"))
 
 
 _NO_PARAMS: dict = {}
@@ -611,6 +483,11 @@ def _index(index):
 
 tape._bind(Tensor, _wrap, get_default_dtype)
 
+from . import args as _args  # noqa: E402  (args needs Tensor defined first)
 from . import ops as _ops  # noqa: E402  (ops need Tensor defined first)
-from .args import normalize_axis  # noqa: E402  (args needs Tensor defined first)
+from . import tensor_methods as _methods  # noqa: E402
+from .args import normalize_axis  # noqa: E402
 from .args import raw as _raw  # noqa: E402
+
+_methods._bind(_ops, _wrap, _args)
+_methods.finish(TensorMethods)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, describe
+from ..device import cpu as _cpu
+from ..errors import ArgumentError, DTypeError, describe
 from ..tape import Function
 from ..tensor import Tensor, _wrap
 
@@ -340,14 +341,22 @@ class Where(Function):
         return (None, xp.where(cond, g, 0) if nx else None, xp.where(cond, 0, g) if ny else None)
 
 
-def where(cond, x, y):
+def where(cond, x=None, y=None):
     """``x`` where ``cond`` else ``y``; ``cond`` is a bool tensor or array (no gradient).
+    ``where(cond)`` alone is PyTorch's: the indices of the True elements, one
+    int64 tensor per axis (``nonzero(as_tuple=True)``).
 
     >>> ops.where(x > 0, x, 0.1 * x)
     """
     c = cond.data if isinstance(cond, Tensor) else cond
     if getattr(c, "dtype", np.dtype(bool)) != np.bool_:
         raise DTypeError(f"where: the condition must be boolean, got {describe(c)}")
+    if x is None and y is None:
+        device = cond.device if isinstance(cond, Tensor) else None
+        return tuple(_wrap(i.astype(np.int64), device or _cpu, None, 0, False)
+                     for i in c.nonzero())
+    if x is None or y is None:
+        raise ArgumentError("where: pass both x and y, or neither (for the indices of cond)")
     return Where.apply(c, x, y)
 
 
@@ -384,20 +393,21 @@ class Cast(Function):
     differentiable_twice = True
 
     @staticmethod
-    def forward(ctx, x, dtype, copy=False):
-        return x.astype(dtype, copy=copy)
+    def forward(ctx, x, dtype, copy=False, order="K"):
+        return x.astype(dtype, order=order, copy=copy)
 
     @staticmethod
     def backward(ctx, g):
         return g, None  # the engine casts back to the input's dtype
 
 
-def cast(x, dtype, copy=False):
+def cast(x, dtype, copy=False, order="K"):
     """Convert to ``dtype``; the gradient is cast back. Integer targets drop the graph.
+    ``order="C"`` makes the result C-contiguous (``Tensor.contiguous``).
 
     >>> ops.cast(x, 'float64')
     """
-    return Cast.apply(x, np.dtype(dtype), copy=copy)
+    return Cast.apply(x, np.dtype(dtype), copy=copy, order=order)
 
 
 class ToDevice(Function):

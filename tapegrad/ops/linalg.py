@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from ..args import torch_names
 from ..dtypes import check_same_float
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
@@ -149,6 +150,7 @@ class Norm(Function):
         return xp.where(n == 0, 0, g * scale), None, None, None
 
 
+@torch_names
 def norm(x, p=2, axis=None, keepdims=False):
     """Vector p-norm over ``axis`` (all axes by default), as
     ``torch.linalg.vector_norm(x, ord=p, dim=axis)``: ``p`` > 0 or ``inf``

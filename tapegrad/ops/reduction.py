@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..args import normalize_axes
+from ..args import normalize_axes, torch_names
 from ..errors import ShapeError, describe
 from ..tape import Function
 
@@ -170,11 +170,13 @@ class LogSumExp(Function):
         return _expand(ctx, g) * ctx.xp.exp(x - _expand(ctx, out)), None, None
 
 
+@torch_names
 def sum(x, axis=None, keepdims=False):
     """Sum over ``axis`` (None: all). >>> ops.sum(x, axis=(0, 2), keepdims=True)"""
     return Sum.apply(x, axis, keepdims)
 
 
+@torch_names
 def mean(x, axis=None, keepdims=False):
     """Mean over ``axis``.
 
@@ -183,6 +185,7 @@ def mean(x, axis=None, keepdims=False):
     return Mean.apply(x, axis, keepdims)
 
 
+@torch_names
 def var(x, axis=None, keepdims=False, ddof=0):
     """Variance over ``axis``; ``ddof=0`` as NumPy (PyTorch's default is ``ddof=1``).
 
@@ -191,6 +194,7 @@ def var(x, axis=None, keepdims=False, ddof=0):
     return Var.apply(x, axis, keepdims, ddof)
 
 
+@torch_names
 def max(x, axis=None, keepdims=False):
     """Maximum over ``axis``; ties share the gradient evenly.
 
@@ -199,6 +203,7 @@ def max(x, axis=None, keepdims=False):
     return Max.apply(x, axis, keepdims)
 
 
+@torch_names
 def min(x, axis=None, keepdims=False):
     """Minimum over ``axis``; ties share the gradient evenly.
 
@@ -207,6 +212,7 @@ def min(x, axis=None, keepdims=False):
     return Min.apply(x, axis, keepdims)
 
 
+@torch_names
 def logsumexp(x, axis=None, keepdims=False):
     """``log(sum(exp(x)))`` over ``axis``, stable for large inputs.
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..args import normalize_axes, normalize_axis
+from ..args import normalize_axes, normalize_axis, raw, torch_names
 from ..device.backend import is_basic_index
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 
 __all__ = ["reshape", "flatten", "transpose", "permute", "swapaxes", "broadcast_to",
            "expand_dims", "squeeze", "getitem", "setitem", "concatenate", "stack", "split",
-           "pad", "scatter_add"]
+           "pad", "scatter_add", "gather", "scatter_add_along"]
 
 
 class Reshape(Function):
@@ -211,6 +211,7 @@ def reshape(x, shape):
     return Reshape.apply(x, tuple(shape))
 
 
+@torch_names
 def flatten(x, start_axis=0, end_axis=-1):
     """Merge axes ``start_axis..end_axis`` into one.
 
@@ -278,6 +279,7 @@ def broadcast_to(x, shape):
     return BroadcastTo.apply(x, tuple(shape))
 
 
+@torch_names
 def expand_dims(x, axis):
     """Insert a length-1 axis at ``axis`` (PyTorch: ``unsqueeze``).
 
@@ -288,6 +290,7 @@ def expand_dims(x, axis):
     return Reshape.apply(x, tuple(shape))
 
 
+@torch_names
 def squeeze(x, axis=None):
     """Drop length-1 axes (all, or the given one(s)).
 
@@ -334,6 +337,58 @@ def scatter_add(g, shape, index):
     return ScatterAdd.apply(g, tuple(shape), index)
 
 
+def _along(op, x, axis, index, src=None):
+    """PyTorch's gather/scatter index: the open grid ``(i0, ..., index, ..., ik)``
+    over ``index``'s shape, with ``index`` at ``axis`` (checked: integers, x's
+    number of axes, no larger than x elsewhere, within axis ``axis``)."""
+    d = normalize_axis(op, x.shape, axis)
+    xp = x.device.xp
+    idx = xp.asarray(raw(index))
+    if idx.dtype.kind not in "iu":
+        raise ArgumentError(f"{op}: index must be an integer tensor, got {describe(idx)}")
+    if idx.ndim != x.ndim or any(i > n for k, (i, n) in enumerate(zip(idx.shape, x.shape))
+                                 if k != d):
+        raise ShapeError(f"{op}: index {describe(idx)} must have the {x.ndim} axes of "
+                         f"{describe(x)} and be no larger on every axis but {d}")
+    if src is not None and (src.ndim != x.ndim or
+                            any(i > n for i, n in zip(idx.shape, src.shape))):
+        raise ShapeError(f"{op}: src {describe(src)} must have the axes of index "
+                         f"{describe(idx)} and be no smaller on any")
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= x.shape[d]):
+        raise ArgumentError(f"{op}: index values must be in [0, {x.shape[d]}) for axis {d} of "
+                            f"{describe(x)}, got {int(idx.min())}..{int(idx.max())}")
+    nd = idx.ndim
+    grid = [xp.arange(n).reshape((1,) * k + (n,) + (1,) * (nd - k - 1))
+            for k, n in enumerate(idx.shape)]
+    grid[d] = idx
+    return tuple(grid)
+
+
+@torch_names
+def gather(x, axis, index):
+    """PyTorch's ``torch.gather(x, dim, index)``: ``out[i][j] = x[index[i][j]][j]``
+    for ``dim=0``; ``out`` has ``index``'s shape. The gradient scatters back
+    (repeats accumulate), so it is differentiable twice.
+
+    >>> ops.gather(logits, 1, labels.reshape(-1, 1))     # (N, C) -> (N, 1)
+    """
+    return GetItem.apply(x, _along("gather", x, axis, index))
+
+
+@torch_names
+def scatter_add_along(x, axis, index, src):
+    """PyTorch's out-of-place ``torch.scatter_add(x, dim, index, src)``: a copy of
+    ``x`` with ``src[i][j]`` added at ``[index[i][j]][j]`` for ``dim=0`` (the
+    part of ``src`` of ``index``'s shape; repeats accumulate). ``Tensor.scatter_add``.
+
+    >>> ops.scatter_add_along(zeros(3, 2), 0, [[0, 1], [0, 0]], ones(2, 2))
+    """
+    grid = _along("scatter_add_along", x, axis, index, src)
+    part = tuple(slice(0, n) for n in np.broadcast_shapes(*(g.shape for g in grid)))
+    return x + ScatterAdd.apply(src[part], tuple(x.shape), grid)
+
+
+@torch_names
 def concatenate(xs, axis=0):
     """Join along an existing axis (PyTorch: ``cat``).
 
@@ -344,6 +399,7 @@ def concatenate(xs, axis=0):
     return Concatenate.apply(*xs, axis=normalize_axis("concatenate", xs[0].shape, axis))
 
 
+@torch_names
 def stack(xs, axis=0):
     """Join along a new axis.
 
@@ -354,6 +410,7 @@ def stack(xs, axis=0):
     return Stack.apply(*xs, axis=normalize_axis("stack", xs[0].shape, axis, extra=1))
 
 
+@torch_names
 def split(x, indices_or_sections, axis=0):
     """NumPy's split: ``n`` equal parts or cut points; returns a tuple of tensors.
 

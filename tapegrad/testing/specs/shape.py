@@ -28,6 +28,24 @@ def _scatter_add(g):
     return out
 
 
+_GIDX = np.array([[0, 3, 3], [1, 1, 0], [2, 0, 2]])  # gather/scatter: repeats and skips
+_GIDX0 = np.array([[2, 0, 1], [2, 2, 0]])  # along axis 0, smaller than x on axis 1
+
+
+def _gather(x, axis, idx):
+    out = np.empty(idx.shape)
+    for i, j in np.ndindex(*idx.shape):
+        out[i, j] = x[idx[i, j], j] if axis == 0 else x[i, idx[i, j]]
+    return out
+
+
+def _scatter_add_along(x, s, idx):
+    out = x.copy()
+    for i, j in np.ndindex(*idx.shape):
+        out[i, idx[i, j]] += s[i, j]
+    return out
+
+
 def _split(x):
     return np.split(x, [1, 3], axis=1)[2] * np.split(x, 2, axis=0)[0]
 
@@ -61,6 +79,14 @@ SPECS = [
            reference=_setitem, zero_size=empty_batch(0, 1)),
     OpSpec("scatter_add", lambda g: ops.scatter_add(g, (3, 2), _ROWS[:len(g)]),
            _x((3, 2)), reference=_scatter_add),
+    OpSpec("gather", lambda x: ops.gather(x, 1, _GIDX[:len(x)]), _x((3, 4)), "axis 1",
+           reference=lambda x: _gather(x, 1, _GIDX[:len(x)])),
+    OpSpec("gather", lambda x: ops.gather(x, 0, _GIDX0), _x((3, 4)), "axis 0",
+           reference=lambda x: _gather(x, 0, _GIDX0), zero_size=None,
+           zero_size_reason="the index reads rows 0-2 of axis 0, the batch"),
+    OpSpec("scatter_add_along", lambda x, s: ops.scatter_add_along(x, 1, _GIDX[:len(x)], s),
+           _x((3, 4), (3, 4)), reference=lambda x, s: _scatter_add_along(x, s, _GIDX[:len(x)]),
+           zero_size=empty_batch(0, 1)),
     OpSpec("concatenate", lambda a, b: ops.concatenate([a, b], axis=1), _x((2, 3), (2, 1)),
            reference=lambda a, b: np.concatenate([a, b], axis=1),
            zero_size=empty_batch(0, 1)),
