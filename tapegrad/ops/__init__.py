@@ -3,7 +3,7 @@ side by side. Everything here is also reachable as ``tapegrad.ops.NAME``.
 
 Families: elementwise, activation, reduction, shape, linalg (the core), and
 the layer set: conv, pool, normalization, losses, vl_loss (MatConvNet's
-vl_nnloss), dropout, distance. No family module shares a name with an op
+vl_nnloss), dropout, distance, embedding. No family module shares a name with an op
 (``ops.loss`` is MatConvNet's loss function, ``ops.norm`` a vector norm).
 """
 
@@ -13,6 +13,7 @@ from . import (
     distance,
     dropout,
     elementwise,
+    embedding,
     linalg,
     losses,
     normalization,
@@ -23,7 +24,7 @@ from . import (
 )
 
 FAMILIES = (elementwise, activation, reduction, shape, linalg, conv, pool, normalization, losses,
-            vl_loss, dropout, distance)
+            vl_loss, dropout, distance, embedding)
 __all__ = [name for fam in FAMILIES for name in fam.__all__]
 
 from .activation import *  # noqa: E402, F403
@@ -32,6 +33,7 @@ from .distance import *  # noqa: E402, F403
 from .dropout import *  # noqa: E402, F403
 from .elementwise import *  # noqa: E402, F403
 from .elementwise import Add, Div, Mul, Neg, Pow, Sub  # noqa: E402, F401  (Tensor operators)
+from .embedding import *  # noqa: E402, F403
 from .linalg import *  # noqa: E402, F403
 from .losses import *  # noqa: E402, F403
 from .normalization import *  # noqa: E402, F403

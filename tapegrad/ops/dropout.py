@@ -13,12 +13,12 @@ from __future__ import annotations
 import numbers
 
 from ..args import check_broadcasts, check_float
-from ..errors import ArgumentError, describe
+from ..errors import ArgumentError, ShapeError, describe
 from ..random import get_generator
 from ..tape import Function
 from ..tensor import Tensor, _wrap
 
-__all__ = ["dropout"]
+__all__ = ["dropout", "dropout2d"]
 
 
 class Dropout(Function):
@@ -36,17 +36,24 @@ class Dropout(Function):
         return g * mask, None
 
 
-def _make_mask(x, p):
-    """A (scaled) keep mask of ``x``'s shape and dtype, from the global generator."""
-    xd = x.data
+def _make_mask(x, p, shape=None):
+    """A (scaled) keep mask of ``shape`` (default ``x``'s) in ``x``'s dtype, from
+    the global generator."""
+    dt = x.data.dtype
     xp = x.device.xp
+    shape = x.data.shape if shape is None else shape
     if p == 1:
-        return xp.zeros(xd.shape, dtype=xd.dtype)
+        return xp.zeros(shape, dtype=dt)
     gen = get_generator(x.device)
-    u = gen.random(xd.shape, dtype=xp.float64 if xd.dtype == xp.float64 else xp.float32)
-    mask = (u >= p).astype(xd.dtype)
+    u = gen.random(shape, dtype=xp.float64 if dt == xp.float64 else xp.float32)
+    mask = (u >= p).astype(dt)
     mask *= 1 / (1 - p)
     return mask
+
+
+def _check_p(op, p):
+    if not isinstance(p, numbers.Real) or isinstance(p, bool) or not 0 <= p <= 1:
+        raise ArgumentError(f"{op}: p must be a probability in [0, 1], got {p!r}")
 
 
 def dropout(x, p=0.5, training=True, mask=None, return_mask=False):
@@ -63,8 +70,7 @@ def dropout(x, p=0.5, training=True, mask=None, return_mask=False):
     >>> y2 = ops.dropout(x2, mask=m)                # the same units dropped
     """
     op = "dropout"
-    if (not isinstance(p, numbers.Real) or isinstance(p, bool) or not 0 <= p <= 1):
-        raise ArgumentError(f"{op}: p must be a probability in [0, 1], got {p!r}")
+    _check_p(op, p)
     if not isinstance(x, Tensor):
         raise ArgumentError(f"{op}: expected a Tensor, got {describe(x)}")
     check_float(op, x)
@@ -82,3 +88,21 @@ def dropout(x, p=0.5, training=True, mask=None, return_mask=False):
     if return_mask:
         return y, (mask if isinstance(mask, Tensor) else _wrap(m, x.device, None, 0, False))
     return y
+
+
+def dropout2d(x, p=0.5, training=True):
+    """PyTorch's ``F.dropout2d`` (Caffe/MatConvNet users: spatial dropout): each
+    channel of an ``(N, C, H, W)`` input is zeroed whole with probability ``p``
+    and the rest scaled by ``1/(1-p)``; one draw per (image, channel).
+
+    >>> y = ops.dropout2d(features, 0.2)
+    """
+    op = "dropout2d"
+    _check_p(op, p)
+    if not isinstance(x, Tensor) or x.ndim != 4:
+        raise ShapeError(f"{op}: expects an (N, C, H, W) input, got {describe(x)}; for "
+                         "(C, H, W) add the batch axis with x.unsqueeze(0)")
+    check_float(op, x)
+    if not training or p == 0:
+        return x
+    return Dropout.apply(x, _make_mask(x, float(p), x.shape[:2] + (1, 1)))  # (N, C, 1, 1)

@@ -116,3 +116,24 @@ def test_zero_size_batch(p):
     assert x.grad.shape == (0, 3)
     if m is not None:
         assert ops.dropout(tg.zeros(0, 3), mask=m).shape == (0, 3)
+
+
+def test_dropout2d_drops_whole_channels():
+    tg.manual_seed(0)
+    x = tg.tensor(np.ones((64, 8, 3, 3), np.float32), requires_grad=True)
+    y = ops.dropout2d(x, 0.25)
+    v = y.numpy()
+    per = v.reshape(64, 8, 9)
+    # every (image, channel) is all 0 or all 1/(1-p)
+    assert np.all((per == 0).all(-1) | np.isclose(per, 1 / 0.75).all(-1))
+    kept = (per[..., 0] != 0).mean()
+    assert 0.65 < kept < 0.85  # 512 draws at p = 0.25
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), v)  # the gradient is the same mask
+    assert y.dtype == np.float32
+    assert ops.dropout2d(x, 0.5, training=False) is x
+    assert (ops.dropout2d(x, 1.0).numpy() == 0).all()
+    with pytest.raises(ShapeError, match="N, C, H, W"):
+        ops.dropout2d(tg.ones(8, 3, 3), 0.5)
+    with pytest.raises(ArgumentError, match="probability"):
+        ops.dropout2d(x, 1.5)

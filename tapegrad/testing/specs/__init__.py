@@ -55,6 +55,7 @@ NOT_DIFFERENTIABLE: dict[str, Callable[[np.random.Generator], list]] = {
     "sign": lambda r: [r.normal(size=(3, 4))],
     "accuracy": _scores_and_labels,
     "topk_error": _scores_and_labels,
+    "one_hot": lambda r: [np.array([[0, 3], [2, 2]])],
 }
 
 
