@@ -15,6 +15,7 @@ from .reduction import downcast, normalize_axes, upcast
 __all__ = ["matmul", "linear", "norm"]
 
 
+
 class MatMul(Function):
     differentiable_twice = True
 
@@ -52,6 +53,17 @@ class MatMul(Function):
         return ga, gb  # batch axes that were broadcast are summed by the engine
 
 
+
+def matmul(a, b):
+    """Matrix product with NumPy's rules (``a @ b``): batched and broadcasting;
+    1-D operands act as row/column vectors.
+
+    >>> ops.matmul(a, b)   # a @ b
+    """
+    return MatMul.apply(a, b)
+
+
+
 class Linear(Function):
     differentiable_twice = True
 
@@ -86,14 +98,6 @@ class Linear(Function):
         return gx, gw, gb
 
 
-def matmul(a, b):
-    """Matrix product with NumPy's rules (``a @ b``): batched and broadcasting;
-    1-D operands act as row/column vectors.
-
-    >>> ops.matmul(a, b)   # a @ b
-    """
-    return MatMul.apply(a, b)
-
 
 def linear(x, weight, bias=None):
     """``x @ weight.T + bias``: Caffe's InnerProduct / PyTorch's ``F.linear``.
@@ -101,6 +105,7 @@ def linear(x, weight, bias=None):
     ``weight`` is (out_features, in_features). >>> ops.linear(x, W, b)
     """
     return Linear.apply(x, weight, bias)
+
 
 
 class Norm(Function):
@@ -148,6 +153,7 @@ class Norm(Function):
         else:
             scale = xp.sign(x) * xp.abs(x) ** (p - 1) / safe ** (p - 1)
         return xp.where(n == 0, 0, g * scale), None, None, None
+
 
 
 @torch_names

@@ -58,6 +58,7 @@ def _expand(ctx, g):
     return g.reshape(ctx.kshape)
 
 
+
 class Sum(Function):
     differentiable_twice = True
 
@@ -69,6 +70,14 @@ class Sum(Function):
     @staticmethod
     def backward(ctx, g):
         return ctx.xp.broadcast_to(_expand(ctx, g), ctx.in_shape), None, None
+
+
+
+@torch_names
+def sum(x, axis=None, keepdims=False):
+    """Sum over ``axis`` (None: all). >>> ops.sum(x, axis=(0, 2), keepdims=True)"""
+    return Sum.apply(x, axis, keepdims)
+
 
 
 class Mean(Function):
@@ -87,6 +96,17 @@ class Mean(Function):
     def backward(ctx, g):
         # an empty input has an empty gradient: nothing to divide by the count 0
         return ctx.xp.broadcast_to(_expand(ctx, g) / (ctx.count or 1), ctx.in_shape), None, None
+
+
+
+@torch_names
+def mean(x, axis=None, keepdims=False):
+    """Mean over ``axis``.
+
+    >>> ops.mean(x, axis=(0, 2, 3))
+    """
+    return Mean.apply(x, axis, keepdims)
+
 
 
 class Var(Function):
@@ -108,6 +128,17 @@ class Var(Function):
         x = upcast(x)  # float16: centred on the float32 mean, not on one rounded to float16
         centred = x - x.mean(axis=ctx.axes, keepdims=True)
         return _expand(ctx, g) * centred * (2.0 / (ctx.count - ctx.ddof)), None, None, None
+
+
+
+@torch_names
+def var(x, axis=None, keepdims=False, ddof=0):
+    """Variance over ``axis``; ``ddof=0`` as NumPy (PyTorch's default is ``ddof=1``).
+
+    >>> ops.var(x, axis=0, ddof=1)
+    """
+    return Var.apply(x, axis, keepdims, ddof)
+
 
 
 class _Extreme(Function):
@@ -136,12 +167,35 @@ class _Extreme(Function):
         return _expand(ctx, g) * share, None, None
 
 
+
 class Max(_Extreme):
     reduce = staticmethod(lambda x, axes, keepdims: x.max(axis=axes, keepdims=keepdims))
 
 
+
+@torch_names
+def max(x, axis=None, keepdims=False):
+    """Maximum over ``axis``; ties share the gradient evenly.
+
+    >>> ops.max(x, axis=1)
+    """
+    return Max.apply(x, axis, keepdims)
+
+
+
 class Min(_Extreme):
     reduce = staticmethod(lambda x, axes, keepdims: x.min(axis=axes, keepdims=keepdims))
+
+
+
+@torch_names
+def min(x, axis=None, keepdims=False):
+    """Minimum over ``axis``; ties share the gradient evenly.
+
+    >>> ops.min(x, axis=1, keepdims=True)
+    """
+    return Min.apply(x, axis, keepdims)
+
 
 
 class LogSumExp(Function):
@@ -169,47 +223,6 @@ class LogSumExp(Function):
         x, out = ctx.saved_tensors
         return _expand(ctx, g) * ctx.xp.exp(x - _expand(ctx, out)), None, None
 
-
-@torch_names
-def sum(x, axis=None, keepdims=False):
-    """Sum over ``axis`` (None: all). >>> ops.sum(x, axis=(0, 2), keepdims=True)"""
-    return Sum.apply(x, axis, keepdims)
-
-
-@torch_names
-def mean(x, axis=None, keepdims=False):
-    """Mean over ``axis``.
-
-    >>> ops.mean(x, axis=(0, 2, 3))
-    """
-    return Mean.apply(x, axis, keepdims)
-
-
-@torch_names
-def var(x, axis=None, keepdims=False, ddof=0):
-    """Variance over ``axis``; ``ddof=0`` as NumPy (PyTorch's default is ``ddof=1``).
-
-    >>> ops.var(x, axis=0, ddof=1)
-    """
-    return Var.apply(x, axis, keepdims, ddof)
-
-
-@torch_names
-def max(x, axis=None, keepdims=False):
-    """Maximum over ``axis``; ties share the gradient evenly.
-
-    >>> ops.max(x, axis=1)
-    """
-    return Max.apply(x, axis, keepdims)
-
-
-@torch_names
-def min(x, axis=None, keepdims=False):
-    """Minimum over ``axis``; ties share the gradient evenly.
-
-    >>> ops.min(x, axis=1, keepdims=True)
-    """
-    return Min.apply(x, axis, keepdims)
 
 
 @torch_names

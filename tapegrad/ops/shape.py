@@ -14,6 +14,7 @@ __all__ = ["reshape", "flatten", "transpose", "permute", "swapaxes", "broadcast_
            "pad", "scatter_add", "gather", "scatter_add_along"]
 
 
+
 class Reshape(Function):
     differentiable_twice = True
     view = True
@@ -38,6 +39,71 @@ class Reshape(Function):
         return g.reshape(ctx.in_shape), None
 
 
+
+def reshape(x, shape):
+    """New shape, same elements (a view when possible); one dimension may be -1.
+
+    >>> ops.reshape(x, (2, -1))
+    """
+    if isinstance(shape, int):
+        shape = (shape,)
+    return Reshape.apply(x, tuple(shape))
+
+
+
+@torch_names
+def flatten(x, start_axis=0, end_axis=-1):
+    """Merge axes ``start_axis..end_axis`` into one.
+
+    >>> ops.flatten(x, 1)      # (N, C, H, W) -> (N, C*H*W)
+    """
+    shape = x.shape
+    nd = len(shape)
+    # a 0-d tensor flattens to (1,); it accepts axes 0 and -1, as in PyTorch
+    s, e = (normalize_axis("flatten", shape, a, extra=int(nd == 0))
+            for a in (start_axis, end_axis))
+    if nd == 0:
+        return reshape(x, (1,))
+    if s > e:
+        raise ShapeError(f"flatten: start_axis {start_axis} comes after end_axis {end_axis} "
+                         f"for shape {tuple(shape)}")
+    merged = 1
+    for d in shape[s:e + 1]:
+        merged *= d
+    return reshape(x, tuple(shape[:s]) + (merged,) + tuple(shape[e + 1:]))
+
+
+
+@torch_names
+def expand_dims(x, axis):
+    """Insert a length-1 axis at ``axis`` (PyTorch: ``unsqueeze``).
+
+    >>> ops.expand_dims(x, 0)
+    """
+    shape = list(x.shape)
+    shape.insert(normalize_axis("expand_dims", x.shape, axis, extra=1), 1)
+    return Reshape.apply(x, tuple(shape))
+
+
+
+@torch_names
+def squeeze(x, axis=None):
+    """Drop length-1 axes (all, or the given one(s)).
+
+    >>> ops.squeeze(x, 1)
+    """
+    shape = x.shape
+    if axis is None:
+        axes = {i for i, s in enumerate(shape) if s == 1}
+    else:
+        axes = normalize_axes("squeeze", shape, axis)
+        bad = [a for a in axes if shape[a] != 1]
+        if bad:
+            raise ShapeError(f"squeeze: axis {bad[0]} of shape {tuple(shape)} is not 1")
+    return Reshape.apply(x, tuple(s for i, s in enumerate(shape) if i not in axes))
+
+
+
 class Transpose(Function):
     differentiable_twice = True
     view = True
@@ -51,6 +117,49 @@ class Transpose(Function):
     @staticmethod
     def backward(ctx, g):
         return g.transpose(ctx.inverse), None
+
+
+
+def transpose(x, axes=None):
+    """Permute axes (reverse them when ``axes`` is None).
+
+    >>> ops.transpose(x, (0, 2, 3, 1))   # NCHW -> NHWC
+    """
+    return _permute("transpose", x, axes)
+
+
+
+def _permute(op, x, axes):
+    shape = tuple(x.shape)
+    if axes is None:
+        return Transpose.apply(x, tuple(range(len(shape)))[::-1])
+    axes = tuple(axes)
+    if len(axes) != len(shape):
+        raise ShapeError(f"{op}: axes {axes} must name each of the {len(shape)} axes of shape "
+                         f"{shape} once (to exchange two axes use swapaxes)")
+    return Transpose.apply(x, normalize_axes(op, shape, axes, ordered=True))
+
+
+
+def permute(x, *axes):
+    """PyTorch's name for :func:`transpose` with explicit axes.
+
+    >>> ops.permute(x, 0, 2, 3, 1)
+    """
+    return _permute("permute", x, axes[0] if len(axes) == 1 else axes)
+
+
+
+def swapaxes(x, a, b):
+    """Exchange two axes.
+
+    >>> ops.swapaxes(x, -1, -2)
+    """
+    a, b = (normalize_axis("swapaxes", x.shape, v) for v in (a, b))
+    axes = list(range(len(x.shape)))
+    axes[a], axes[b] = axes[b], axes[a]
+    return Transpose.apply(x, tuple(axes))
+
 
 
 class BroadcastTo(Function):
@@ -67,6 +176,16 @@ class BroadcastTo(Function):
     @staticmethod
     def backward(ctx, g):
         return g, None  # the engine sums g back to the input's shape
+
+
+
+def broadcast_to(x, shape):
+    """Broadcast to ``shape``; the gradient is summed back.
+
+    >>> ops.broadcast_to(b, (4, 3))
+    """
+    return BroadcastTo.apply(x, tuple(shape))
+
 
 
 class GetItem(Function):
@@ -88,6 +207,23 @@ class GetItem(Function):
         return ctx.xp.scatter_add(ctx.in_shape, ctx.index, g), None
 
 
+
+def getitem(x, index):
+    """``x[index]``: basic or advanced indexing; repeated indices accumulate in backward.
+
+    >>> ops.getitem(x, (slice(None), [0, 0, 2]))   # x[:, [0, 0, 2]]
+    """
+    if is_basic_index(index):
+        return _BasicGetItem.apply(x, index)
+    return GetItem.apply(x, index)
+
+
+
+class _BasicGetItem(GetItem):
+    view = True  # basic indexing returns a view of x
+
+
+
 class ScatterAdd(Function):
     """``zeros(shape)`` with ``g`` added at ``index``: the vjp of getitem,
     and an op of its own so that getitem is differentiable twice."""
@@ -102,6 +238,70 @@ class ScatterAdd(Function):
     @staticmethod
     def backward(ctx, gg):
         return gg[ctx.index], None, None
+
+
+
+def scatter_add(g, shape, index):
+    """``zeros(shape)`` with ``g`` added at ``index`` (repeats accumulate).
+
+    >>> ops.scatter_add(g, (3, 2), np.array([0, 0, 2]))
+    """
+    return ScatterAdd.apply(g, tuple(shape), index)
+
+
+
+def _along(op, x, axis, index, src=None):
+    """PyTorch's gather/scatter index: the open grid ``(i0, ..., index, ..., ik)``
+    over ``index``'s shape, with ``index`` at ``axis`` (checked: integers, x's
+    number of axes, no larger than x elsewhere, within axis ``axis``)."""
+    d = normalize_axis(op, x.shape, axis)
+    xp = x.device.xp
+    idx = xp.asarray(raw(index))
+    if idx.dtype.kind not in "iu":
+        raise ArgumentError(f"{op}: index must be an integer tensor, got {describe(idx)}")
+    if idx.ndim != x.ndim or any(i > n for k, (i, n) in enumerate(zip(idx.shape, x.shape))
+                                 if k != d):
+        raise ShapeError(f"{op}: index {describe(idx)} must have the {x.ndim} axes of "
+                         f"{describe(x)} and be no larger on every axis but {d}")
+    if src is not None and (src.ndim != x.ndim or
+                            any(i > n for i, n in zip(idx.shape, src.shape))):
+        raise ShapeError(f"{op}: src {describe(src)} must have the axes of index "
+                         f"{describe(idx)} and be no smaller on any")
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= x.shape[d]):
+        raise ArgumentError(f"{op}: index values must be in [0, {x.shape[d]}) for axis {d} of "
+                            f"{describe(x)}, got {int(idx.min())}..{int(idx.max())}")
+    nd = idx.ndim
+    grid = [xp.arange(n).reshape((1,) * k + (n,) + (1,) * (nd - k - 1))
+            for k, n in enumerate(idx.shape)]
+    grid[d] = idx
+    return tuple(grid)
+
+
+
+@torch_names
+def gather(x, axis, index):
+    """PyTorch's ``torch.gather(x, dim, index)``: ``out[i][j] = x[index[i][j]][j]``
+    for ``dim=0``; ``out`` has ``index``'s shape. The gradient scatters back
+    (repeats accumulate), so it is differentiable twice.
+
+    >>> ops.gather(logits, 1, labels.reshape(-1, 1))     # (N, C) -> (N, 1)
+    """
+    return GetItem.apply(x, _along("gather", x, axis, index))
+
+
+
+@torch_names
+def scatter_add_along(x, axis, index, src):
+    """PyTorch's out-of-place ``torch.scatter_add(x, dim, index, src)``: a copy of
+    ``x`` with ``src[i][j]`` added at ``[index[i][j]][j]`` for ``dim=0`` (the
+    part of ``src`` of ``index``'s shape; repeats accumulate). ``Tensor.scatter_add``.
+
+    >>> ops.scatter_add_along(zeros(3, 2), 0, [[0, 1], [0, 0]], ones(2, 2))
+    """
+    grid = _along("scatter_add_along", x, axis, index, src)
+    part = tuple(slice(0, n) for n in np.broadcast_shapes(*(g.shape for g in grid)))
+    return x + ScatterAdd.apply(src[part], tuple(x.shape), grid)
+
 
 
 class SetItem(Function):
@@ -132,6 +332,16 @@ class SetItem(Function):
         return gx, None, gv
 
 
+
+def setitem(x, index, value):
+    """Out-of-place ``x[index] = value`` (``Tensor.__setitem__`` writes it back in place).
+
+    >>> y = ops.setitem(x, 0, 1.0)   # a copy of x with row 0 set to 1
+    """
+    return SetItem.apply(x, index, value)
+
+
+
 class Concatenate(Function):
     differentiable_twice = True
 
@@ -152,6 +362,19 @@ class Concatenate(Function):
         return tuple(g[s] if need else None for s, need in zip(ctx.slices, ctx.needs_input_grad))
 
 
+
+@torch_names
+def concatenate(xs, axis=0):
+    """Join along an existing axis (PyTorch: ``cat``).
+
+    >>> ops.concatenate([a, b], axis=1)
+    """
+    if not xs:
+        raise ArgumentError("concatenate: needs at least one tensor")
+    return Concatenate.apply(*xs, axis=normalize_axis("concatenate", xs[0].shape, axis))
+
+
+
 class Stack(Function):
     differentiable_twice = True
 
@@ -167,6 +390,19 @@ class Stack(Function):
     @staticmethod
     def backward(ctx, g):
         return tuple(g[s] if need else None for s, need in zip(ctx.slices, ctx.needs_input_grad))
+
+
+
+@torch_names
+def stack(xs, axis=0):
+    """Join along a new axis.
+
+    >>> ops.stack([a, b], axis=0)
+    """
+    if not xs:
+        raise ArgumentError("stack: needs at least one tensor")
+    return Stack.apply(*xs, axis=normalize_axis("stack", xs[0].shape, axis, extra=1))
+
 
 
 class Split(Function):
@@ -188,6 +424,20 @@ class Split(Function):
         return ctx.xp.concatenate(gs, axis=ctx.axis), None, None
 
 
+
+@torch_names
+def split(x, indices_or_sections, axis=0):
+    """NumPy's split: ``n`` equal parts or cut points; returns a tuple of tensors.
+
+    >>> left, right = ops.split(x, 2, axis=1)
+    """
+    ios = indices_or_sections
+    if not isinstance(ios, int):
+        ios = tuple(ios)
+    return Split.apply(x, ios, normalize_axis("split", x.shape, axis))
+
+
+
 class Pad(Function):
     differentiable_twice = True
 
@@ -200,226 +450,6 @@ class Pad(Function):
     def backward(ctx, g):
         return g[ctx.crop], None, None
 
-
-def reshape(x, shape):
-    """New shape, same elements (a view when possible); one dimension may be -1.
-
-    >>> ops.reshape(x, (2, -1))
-    """
-    if isinstance(shape, int):
-        shape = (shape,)
-    return Reshape.apply(x, tuple(shape))
-
-
-@torch_names
-def flatten(x, start_axis=0, end_axis=-1):
-    """Merge axes ``start_axis..end_axis`` into one.
-
-    >>> ops.flatten(x, 1)      # (N, C, H, W) -> (N, C*H*W)
-    """
-    shape = x.shape
-    nd = len(shape)
-    # a 0-d tensor flattens to (1,); it accepts axes 0 and -1, as in PyTorch
-    s, e = (normalize_axis("flatten", shape, a, extra=int(nd == 0))
-            for a in (start_axis, end_axis))
-    if nd == 0:
-        return reshape(x, (1,))
-    if s > e:
-        raise ShapeError(f"flatten: start_axis {start_axis} comes after end_axis {end_axis} "
-                         f"for shape {tuple(shape)}")
-    merged = 1
-    for d in shape[s:e + 1]:
-        merged *= d
-    return reshape(x, tuple(shape[:s]) + (merged,) + tuple(shape[e + 1:]))
-
-
-def transpose(x, axes=None):
-    """Permute axes (reverse them when ``axes`` is None).
-
-    >>> ops.transpose(x, (0, 2, 3, 1))   # NCHW -> NHWC
-    """
-    return _permute("transpose", x, axes)
-
-
-def _permute(op, x, axes):
-    shape = tuple(x.shape)
-    if axes is None:
-        return Transpose.apply(x, tuple(range(len(shape)))[::-1])
-    axes = tuple(axes)
-    if len(axes) != len(shape):
-        raise ShapeError(f"{op}: axes {axes} must name each of the {len(shape)} axes of shape "
-                         f"{shape} once (to exchange two axes use swapaxes)")
-    return Transpose.apply(x, normalize_axes(op, shape, axes, ordered=True))
-
-
-def permute(x, *axes):
-    """PyTorch's name for :func:`transpose` with explicit axes.
-
-    >>> ops.permute(x, 0, 2, 3, 1)
-    """
-    return _permute("permute", x, axes[0] if len(axes) == 1 else axes)
-
-
-def swapaxes(x, a, b):
-    """Exchange two axes.
-
-    >>> ops.swapaxes(x, -1, -2)
-    """
-    a, b = (normalize_axis("swapaxes", x.shape, v) for v in (a, b))
-    axes = list(range(len(x.shape)))
-    axes[a], axes[b] = axes[b], axes[a]
-    return Transpose.apply(x, tuple(axes))
-
-
-def broadcast_to(x, shape):
-    """Broadcast to ``shape``; the gradient is summed back.
-
-    >>> ops.broadcast_to(b, (4, 3))
-    """
-    return BroadcastTo.apply(x, tuple(shape))
-
-
-@torch_names
-def expand_dims(x, axis):
-    """Insert a length-1 axis at ``axis`` (PyTorch: ``unsqueeze``).
-
-    >>> ops.expand_dims(x, 0)
-    """
-    shape = list(x.shape)
-    shape.insert(normalize_axis("expand_dims", x.shape, axis, extra=1), 1)
-    return Reshape.apply(x, tuple(shape))
-
-
-@torch_names
-def squeeze(x, axis=None):
-    """Drop length-1 axes (all, or the given one(s)).
-
-    >>> ops.squeeze(x, 1)
-    """
-    shape = x.shape
-    if axis is None:
-        axes = {i for i, s in enumerate(shape) if s == 1}
-    else:
-        axes = normalize_axes("squeeze", shape, axis)
-        bad = [a for a in axes if shape[a] != 1]
-        if bad:
-            raise ShapeError(f"squeeze: axis {bad[0]} of shape {tuple(shape)} is not 1")
-    return Reshape.apply(x, tuple(s for i, s in enumerate(shape) if i not in axes))
-
-
-def getitem(x, index):
-    """``x[index]``: basic or advanced indexing; repeated indices accumulate in backward.
-
-    >>> ops.getitem(x, (slice(None), [0, 0, 2]))   # x[:, [0, 0, 2]]
-    """
-    if is_basic_index(index):
-        return _BasicGetItem.apply(x, index)
-    return GetItem.apply(x, index)
-
-
-class _BasicGetItem(GetItem):
-    view = True  # basic indexing returns a view of x
-
-
-def setitem(x, index, value):
-    """Out-of-place ``x[index] = value`` (``Tensor.__setitem__`` writes it back in place).
-
-    >>> y = ops.setitem(x, 0, 1.0)   # a copy of x with row 0 set to 1
-    """
-    return SetItem.apply(x, index, value)
-
-
-def scatter_add(g, shape, index):
-    """``zeros(shape)`` with ``g`` added at ``index`` (repeats accumulate).
-
-    >>> ops.scatter_add(g, (3, 2), np.array([0, 0, 2]))
-    """
-    return ScatterAdd.apply(g, tuple(shape), index)
-
-
-def _along(op, x, axis, index, src=None):
-    """PyTorch's gather/scatter index: the open grid ``(i0, ..., index, ..., ik)``
-    over ``index``'s shape, with ``index`` at ``axis`` (checked: integers, x's
-    number of axes, no larger than x elsewhere, within axis ``axis``)."""
-    d = normalize_axis(op, x.shape, axis)
-    xp = x.device.xp
-    idx = xp.asarray(raw(index))
-    if idx.dtype.kind not in "iu":
-        raise ArgumentError(f"{op}: index must be an integer tensor, got {describe(idx)}")
-    if idx.ndim != x.ndim or any(i > n for k, (i, n) in enumerate(zip(idx.shape, x.shape))
-                                 if k != d):
-        raise ShapeError(f"{op}: index {describe(idx)} must have the {x.ndim} axes of "
-                         f"{describe(x)} and be no larger on every axis but {d}")
-    if src is not None and (src.ndim != x.ndim or
-                            any(i > n for i, n in zip(idx.shape, src.shape))):
-        raise ShapeError(f"{op}: src {describe(src)} must have the axes of index "
-                         f"{describe(idx)} and be no smaller on any")
-    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= x.shape[d]):
-        raise ArgumentError(f"{op}: index values must be in [0, {x.shape[d]}) for axis {d} of "
-                            f"{describe(x)}, got {int(idx.min())}..{int(idx.max())}")
-    nd = idx.ndim
-    grid = [xp.arange(n).reshape((1,) * k + (n,) + (1,) * (nd - k - 1))
-            for k, n in enumerate(idx.shape)]
-    grid[d] = idx
-    return tuple(grid)
-
-
-@torch_names
-def gather(x, axis, index):
-    """PyTorch's ``torch.gather(x, dim, index)``: ``out[i][j] = x[index[i][j]][j]``
-    for ``dim=0``; ``out`` has ``index``'s shape. The gradient scatters back
-    (repeats accumulate), so it is differentiable twice.
-
-    >>> ops.gather(logits, 1, labels.reshape(-1, 1))     # (N, C) -> (N, 1)
-    """
-    return GetItem.apply(x, _along("gather", x, axis, index))
-
-
-@torch_names
-def scatter_add_along(x, axis, index, src):
-    """PyTorch's out-of-place ``torch.scatter_add(x, dim, index, src)``: a copy of
-    ``x`` with ``src[i][j]`` added at ``[index[i][j]][j]`` for ``dim=0`` (the
-    part of ``src`` of ``index``'s shape; repeats accumulate). ``Tensor.scatter_add``.
-
-    >>> ops.scatter_add_along(zeros(3, 2), 0, [[0, 1], [0, 0]], ones(2, 2))
-    """
-    grid = _along("scatter_add_along", x, axis, index, src)
-    part = tuple(slice(0, n) for n in np.broadcast_shapes(*(g.shape for g in grid)))
-    return x + ScatterAdd.apply(src[part], tuple(x.shape), grid)
-
-
-@torch_names
-def concatenate(xs, axis=0):
-    """Join along an existing axis (PyTorch: ``cat``).
-
-    >>> ops.concatenate([a, b], axis=1)
-    """
-    if not xs:
-        raise ArgumentError("concatenate: needs at least one tensor")
-    return Concatenate.apply(*xs, axis=normalize_axis("concatenate", xs[0].shape, axis))
-
-
-@torch_names
-def stack(xs, axis=0):
-    """Join along a new axis.
-
-    >>> ops.stack([a, b], axis=0)
-    """
-    if not xs:
-        raise ArgumentError("stack: needs at least one tensor")
-    return Stack.apply(*xs, axis=normalize_axis("stack", xs[0].shape, axis, extra=1))
-
-
-@torch_names
-def split(x, indices_or_sections, axis=0):
-    """NumPy's split: ``n`` equal parts or cut points; returns a tuple of tensors.
-
-    >>> left, right = ops.split(x, 2, axis=1)
-    """
-    ios = indices_or_sections
-    if not isinstance(ios, int):
-        ios = tuple(ios)
-    return Split.apply(x, ios, normalize_axis("split", x.shape, axis))
 
 
 def _pad_pairs(pad_width, shape):
@@ -461,6 +491,7 @@ def _pad_pairs(pad_width, shape):
     if (pairs < 0).any():
         raise ArgumentError(f"pad: pad_width {pad_width!r} must be non-negative {where}")
     return tuple((int(a), int(b)) for a, b in pairs)
+
 
 
 def pad(x, pad_width, value=0.0):
