@@ -38,10 +38,17 @@ from .tensor import Tensor, get_default_dtype, set_default_dtype, tensor
 
 __version__ = "0.1.0"
 
-# PyTorch's names for the joins and the selection (same functions as tapegrad.ops)
+# PyTorch's top-level functions where tapegrad.ops means exactly the same (torch.max,
+# torch.var, ... are not here: their PyTorch meaning differs from ops.max, ops.var)
 cat = concatenate = ops.concatenate
 stack = ops.stack
 where = ops.where
+flatten, reshape, matmul = ops.flatten, ops.reshape, ops.matmul
+exp, log, sqrt, abs = ops.exp, ops.log, ops.sqrt, ops.abs  # noqa: A001
+sigmoid, tanh, relu = ops.sigmoid, ops.tanh, ops.relu
+softmax, log_softmax = ops.softmax, ops.log_softmax
+sum, mean = ops.sum, ops.mean  # noqa: A001
+clamp, maximum, minimum = ops.clip, ops.maximum, ops.minimum
 
 # PyTorch's dtype names (NumPy dtypes: ``x.dtype == tg.float32`` and ``x.to(tg.long)``)
 float16 = half = _np.dtype("float16")
@@ -78,7 +85,9 @@ __all__ = [
     "Device", "get_device", "get_array_module", "cupy_available", "manual_seed",
     "zeros", "ones", "full", "empty", "eye", "arange", "linspace", "randn", "rand", "randint",
     "zeros_like", "ones_like", "full_like", "randn_like", "rand_like", "from_numpy",
-    "as_tensor", "is_tensor", "cat", "concatenate", "stack", "where",
+    "as_tensor", "is_tensor", "cat", "concatenate", "stack", "where", "flatten", "reshape",
+    "matmul", "exp", "log", "sqrt", "abs", "sigmoid", "tanh", "relu", "softmax", "log_softmax",
+    "sum", "mean", "clamp", "maximum", "minimum",
     "float16", "half", "float32", "float", "float64", "double", "int8", "uint8", "int16",
     "short", "int32", "int", "int64", "long", "bool", "complex64", "complex128",
     "ops", "errors", "nn", "optim", "data", "testing", "save", "load",

@@ -94,6 +94,9 @@ class TensorMethods:
         name = _TYPE_NAMES.get(self.dtype.name, f"{self.dtype.name}Tensor")
         return f"tapegrad.{'cuda.' if self.device.type == 'cuda' else ''}{name}"
 
+    def type_as(self, other):
+        return self.astype(other.dtype)
+
     def clone(self):
         return _ops.cast(self, self.dtype, copy=True)
 
@@ -197,6 +200,17 @@ class TensorMethods:
         return ValuesIndices(values, indices)
 
     @_named
+    def all(self, axis=None, keepdims=False):
+        """Whether every element (along ``axis``) is true: a bool tensor, recorded never."""
+        return _wrap(self.device.xp.asarray(self.data.all(axis=axis, keepdims=keepdims)),
+                     self.device, None, 0, False)
+
+    @_named
+    def any(self, axis=None, keepdims=False):
+        return _wrap(self.device.xp.asarray(self.data.any(axis=axis, keepdims=keepdims)),
+                     self.device, None, 0, False)
+
+    @_named
     def logsumexp(self, axis=None, keepdims=False):
         return _ops.logsumexp(self, axis, keepdims)
 
@@ -243,6 +257,11 @@ class TensorMethods:
         return _ops.reshape(self, shape[0] if len(shape) == 1 else shape)
 
     view = reshape
+
+    def view_as(self, other):
+        return self.reshape(tuple(other.shape))
+
+    reshape_as = view_as
 
     @_named
     def flatten(self, start_axis=0, end_axis=-1):
@@ -364,6 +383,25 @@ class TensorMethods:
         if isinstance(value, TensorMethods):
             value = _ops.cast(value, self.dtype)
         return _ops.where(mask, value, self)
+
+    # -------------------------------------------------------- comparisons
+    def eq(self, other):
+        return self == other
+
+    def ne(self, other):
+        return self != other
+
+    def lt(self, other):
+        return self < other
+
+    def le(self, other):
+        return self <= other
+
+    def gt(self, other):
+        return self > other
+
+    def ge(self, other):
+        return self >= other
 
     # -------------------------------------------------------- elementwise
     def exp(self):

@@ -1,5 +1,6 @@
 """The scripts in examples/ run (shortened) and do what they say."""
 
+import importlib.util
 import os
 import pathlib
 import re
@@ -32,3 +33,43 @@ def test_custom_function():
     assert "gradcheck passed" in out
     w, b = map(float, re.search(r"y = ([-\d.]+) x \+ ([-\d.]+)", out).groups())
     assert abs(w - 2.0) < 0.15 and abs(b - 0.5) < 0.15  # robust to the outlier
+
+
+_TORCH_IMPORTS = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+from torch.utils.data import DataLoader, TensorDataset
+from torch.optim.lr_scheduler import StepLR
+"""
+
+
+def _from_pytorch_body():
+    """The script's text, and its PyTorch original: the same text with the import
+    block swapped (the only lines that may differ)."""
+    src = (EXAMPLES / "from_pytorch.py").read_text()
+    first, last = "import tapegrad as torch\n", "from tapegrad.optim.lr_scheduler import StepLR\n"
+    a, b = src.index(first), src.index(last) + len(last)
+    assert src[a:b].count("\n") == 6  # six import lines, nothing else
+    return src, src[:a] + _TORCH_IMPORTS + src[b:]
+
+
+def _accuracies(out):
+    return [float(a) for a in re.findall(r"test accuracy ([\d.]+)%", out)]
+
+
+def test_from_pytorch_runs_on_tapegrad_and_its_original_on_torch(tmp_path):
+    pytest.importorskip("sklearn")
+    ours, original = _from_pytorch_body()
+    out = _run("from_pytorch.py", env={"TAPEGRAD_EXAMPLE_EPOCHS": "2"})
+    accs = _accuracies(out)
+    assert len(accs) == 3 and accs[-1] > 90.0  # two epochs and the restored model
+    assert f"restored test accuracy {accs[-1]:.2f}%" in out  # the checkpoint round trip
+    if importlib.util.find_spec("torch") is None:
+        return
+    script = tmp_path / "from_pytorch_torch.py"
+    script.write_text(original)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "TAPEGRAD_EXAMPLE_EPOCHS": "2"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _accuracies(proc.stdout)[-1] > 90.0

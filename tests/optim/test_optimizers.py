@@ -67,6 +67,16 @@ def test_adam_and_rmsprop_closed_forms():
         p = p - lr * g / (np.abs(g) * np.sqrt(1 - alpha ** k) + eps)
     np.testing.assert_allclose(_run_constant_grad(optim.RMSprop, t, lr=lr, alpha=alpha), p,
                                rtol=1e-5, atol=1e-6)
+    # Adadelta, by its recursion written out in float64
+    rho, e = 0.9, 1e-6
+    p, s, u = P0.astype(np.float64), 0.0, 0.0
+    for _ in range(t):
+        s = rho * s + (1 - rho) * g * g
+        d = np.sqrt(u + e) / np.sqrt(s + e) * g
+        u = rho * u + (1 - rho) * d * d
+        p = p - lr * d
+    np.testing.assert_allclose(_run_constant_grad(optim.Adadelta, t, lr=lr), p, rtol=1e-5,
+                               atol=1e-6)
 
 
 TORCH_CASES = [
@@ -81,6 +91,8 @@ TORCH_CASES = [
     ("RMSprop", dict(lr=0.01)),
     ("RMSprop", dict(lr=0.01, alpha=0.9, momentum=0.5, centered=True, weight_decay=0.1)),
     ("RMSprop", dict(lr=0.003, centered=True)),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1)),
 ]
 
 
