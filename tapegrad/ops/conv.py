@@ -32,6 +32,25 @@ backward), the weight only when the input gradient is needed, and nothing of
 ``x`` when only the input gradient is needed. ``conv_transpose2d`` runs the
 same three kernels with the roles of forward and input gradient swapped (and
 saves its input ``x`` for the weight gradient).
+
+Double backward (``create_graph=True``)
+---------------------------------------
+Both ops are twice differentiable. Under ``create_graph`` the gradients are
+not computed by the raw kernels above but by recorded ``conv2d`` /
+``conv_transpose2d`` calls, which are differentiable again (any order):
+
+* a conv's input gradient is ``conv_transpose2d(gy, w)`` (the rows the floor in
+  ``Ho`` dropped come back as ``output_padding``), a transposed conv's is
+  ``conv2d(gy, w)``;
+* a conv's weight gradient is a conv of the input with the output gradient as
+  its kernel: images become channels, and stride and dilation trade places
+  (:func:`_graph_weight_grad`).
+
+For that conv2d also saves ``x`` when both ``x`` and the weight need a gradient
+(the weight gradient depends on ``x`` through the columns, which are a
+constant; ``x`` is a reference, usually kept alive by its producer anyway).
+When ``x`` needs no gradient the saved columns are a constant indeed, and the
+recorded weight gradient is ``gy @ cols^T`` itself.
 """
 
 from __future__ import annotations
@@ -39,6 +58,7 @@ from __future__ import annotations
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ._windows import out_size, padding4, pair, sliding_windows
+from .graph_backend import TensorBackend
 
 __all__ = ["conv2d", "conv_transpose2d"]
 
@@ -289,6 +309,50 @@ def _bias_grad(xp, gy):
     return (gy.reshape(n * o, ones.size) @ ones).reshape(n, o).sum(axis=0)
 
 
+# ------------------------------------------------- create_graph (recorded)
+#
+# The same gradients as recorded ops on Tensors (see the module notes), each a
+# conv2d or conv_transpose2d whose own backward is again one of these.
+
+
+def _graph_input_grad(gy, w, g):
+    """A conv's input gradient, recorded: gy (N, O, Ho, Wo) -> (N, C, H, W) by
+    conv_transpose2d; the rows and columns the floor in Ho, Wo dropped are its
+    output_padding (less than the stride)."""
+    t, b, left, r = g.pad
+    (sh, sw), (dh, dw) = g.stride, g.dilation
+    oph = g.h + t + b - (g.ho - 1) * sh - dh * (g.kh - 1) - 1
+    opw = g.w + left + r - (g.wo - 1) * sw - dw * (g.kw - 1) - 1
+    return conv_transpose2d(gy, w, None, g.stride, g.pad, (oph, opw), g.g, g.dilation)
+
+
+def _graph_forward(x, w, g):
+    """A conv's forward, recorded: x (N, C, H, W) -> (N, O, Ho, Wo), cropped to
+    the geometry (a transposed conv's output_padding, when not below its stride,
+    adds rows that no output of the conv reads)."""
+    y = conv2d(x, w, None, g.stride, g.pad, g.dilation, g.g)
+    if y.shape[2:] != (g.ho, g.wo):
+        y = y[:, :, :g.ho, :g.wo]
+    return y
+
+
+def _graph_weight_grad(x, gy, g):
+    """A conv's weight gradient, recorded: x (N, C, H, W), gy (N, O, Ho, Wo) ->
+    (O, Cg, kh, kw) as one conv2d that sums over images by making them the
+    channels, with gy as the kernel (stride and dilation trade places):
+    ``gW[o, c, i, j] = sum_{n,p,q} gy[n, o, p, q] * xpad[n, c, p*s + i*d, q*s + j*d]``."""
+    cg = g.c // g.g
+    # (N, C, H, W) -> (N, G, Cg, H, W) -> (Cg, G, N, H, W) -> (Cg, G*N, H, W)
+    xt = x.reshape(g.n, g.g, cg, g.h, g.w).transpose(2, 1, 0, 3, 4)
+    xt = xt.reshape(cg, g.g * g.n, g.h, g.w)
+    gt = gy.transpose(1, 0, 2, 3)  # (N, O, Ho, Wo) -> (O, N, Ho, Wo): group gi reads images
+    # (Cg, G*N, H, W) * (O, N, Ho, Wo) -> (Cg, O, kh', kw'), kh' >= kh (the floor in Ho
+    # leaves room for more offsets); kernel offsets beyond kh are cropped
+    gw = conv2d(xt, gt, None, stride=g.dilation, padding=g.pad, dilation=g.stride, groups=g.g)
+    # (Cg, O, kh', kw') -> (Cg, O, kh, kw) -> (O, Cg, kh, kw)
+    return gw[:, :, :g.kh, :g.kw].transpose(1, 0, 2, 3)
+
+
 # --------------------------------------------------------------------- ops
 
 
@@ -327,12 +391,17 @@ class _Conv(Function):
     input): each one's forward is the other's input gradient. One backward serves
     both; each class's ``grads`` makes its input and weight gradients from what
     its forward saved (``ctx.saved_tensors``: an array for the weight gradient, and
-    the weight)."""
+    the weight), and ``graph_grads`` the same as recorded ops (create_graph)."""
+
+    differentiable_twice = True
 
     @classmethod
     def backward(cls, ctx, gy):
-        saved, w = ctx.saved_tensors
         nx, nw, nb = ctx.needs_input_grad
+        if ctx._graph:
+            gx, gw = cls.graph_grads(gy, ctx.saved_tensors, ctx.geom, nx, nw)
+            return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
+        saved, w = ctx.saved_tensors[:2]
         gx, gw = cls.grads(ctx.xp, gy, saved, w, ctx.geom, nx, nw)
         return gx, gw, (_bias_grad(ctx.xp, gy) if nb else None)
 
@@ -351,7 +420,8 @@ class Conv2d(_Conv):
         wmat = _wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
         y = _add_bias(_gemm_forward(xp, cols, wmat, g), b)
         ctx.geom = g
-        ctx.save_for_backward(cols if nw else None, w if nx else None)
+        # x only for a recorded weight gradient that x itself needs a gradient of
+        ctx.save_for_backward(cols if nw else None, w if nx else None, x if nx and nw else None)
         return y
 
     @staticmethod
@@ -360,6 +430,17 @@ class Conv2d(_Conv):
         its temporaries are gone before gx's are made)."""
         gw = _weight_grad(xp, gy, cols, g) if nw else None
         return (_input_grad(xp, gy, w, g) if nx else None), gw
+
+    @staticmethod
+    def graph_grads(gy, saved, g, nx, nw):
+        """gx by a recorded conv_transpose2d, gW by a recorded conv2d of x and gy
+        (or, when x needs no gradient, from its constant columns)."""
+        cols, w, x = saved
+        gw = None
+        if nw:
+            gw = (_weight_grad(TensorBackend, gy, cols, g) if x is None else
+                  _graph_weight_grad(x, gy, g))
+        return (_graph_input_grad(gy, w, g) if nx else None), gw
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -412,6 +493,14 @@ class ConvTranspose2d(_Conv):
         ctx.geom = g
         ctx.save_for_backward(x if nw else None, w if nx else None)  # x: for the weight grad
         return y
+
+    @staticmethod
+    def graph_grads(gy, saved, g, nx, nw):
+        """The same by a recorded conv2d of gy, and :func:`_graph_weight_grad` with
+        gy as the conv's input and x as its output gradient."""
+        x, w = saved
+        return (_graph_forward(gy, w, g) if nx else None,
+                _graph_weight_grad(gy, x, g) if nw else None)
 
     @staticmethod
     def grads(xp, gy, x, w, g, nx, nw):

@@ -24,6 +24,7 @@ class TensorBackend:
     where = staticmethod(elementwise.where)
     clip = staticmethod(elementwise.clip)
     tanh = staticmethod(activation.tanh)
+    erf = staticmethod(activation.Erf.apply)  # GELU's vjp; NumPy and CuPy have no erf
     broadcast_to = staticmethod(shape.broadcast_to)
     reshape = staticmethod(shape.reshape)
     expand_dims = staticmethod(shape.expand_dims)

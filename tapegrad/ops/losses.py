@@ -29,9 +29,11 @@ from ..device import get_array_module
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
+from .activation import softmax
 from .reduction import acc_dtype, downcast, upcast
 
-__all__ = ["cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits",
+__all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
+           "binary_cross_entropy_with_logits",
            "accuracy", "topk_error"]
 
 _NORMALIZATIONS = ("valid", "batch_size", "full", "none")
@@ -110,6 +112,8 @@ def _class_targets(op, x, t, ignore_index, xp):
 
 def _onehot(t, n_classes, ndim, xp):
     """Bool (N, C, *S) mask with True at each position's target class."""
+    if ndim == 2:  # rows of the identity: ~2x faster than the broadcast compare for (256, 10)
+        return xp.eye(n_classes, dtype=bool).take(t, axis=0)  # (C, C) -> (N, C)
     classes = xp.arange(n_classes)
     if ndim > 2:
         classes = classes.reshape((n_classes,) + (1,) * (ndim - 2))
@@ -184,12 +188,16 @@ def _denominator(op, reduction, normalization, t, n_valid, wt, valid):
 class CrossEntropy(Function):
     """Softmax + negative log-likelihood fused: the vjp is ``(p - q) * scale``
     with ``p`` the saved softmax and ``q`` the (smoothed, weighted) target
-    distribution; the loss value is not needed (Caffe's SoftmaxWithLoss)."""
+    distribution; the loss value is not needed (Caffe's SoftmaxWithLoss).
+    Under create_graph ``p`` is recomputed from the saved logits by a recorded
+    softmax (the saved one is a constant there), and the same formula is recorded."""
+
+    differentiable_twice = True
 
     @staticmethod
     def forward(ctx, x, t, valid=None, weight=None, smoothing=0.0, denom=1):
         xp = ctx.xp
-        dtype, x = x.dtype, upcast(x)  # float16: softmax and sums in float32, p too
+        x_in, dtype, x = x, x.dtype, upcast(x)  # float16: softmax and sums in float32, p too
         if weight is not None:
             weight = weight.astype(x.dtype, copy=False)
         sh = x - _class_max(x, xp)  # (N, C, *S), <= 0: exp cannot overflow
@@ -214,17 +222,18 @@ class CrossEntropy(Function):
         if valid is not None:
             loss = xp.where(valid, loss, 0)
         if ctx.needs_input_grad[0]:
-            ctx.save_for_backward(e / s, t, valid, wt, weight)
+            ctx.save_for_backward(e / s, t, valid, wt, weight, x_in)
             ctx.smoothing = smoothing
         return _reduced(ctx, loss, denom, dtype)
 
     @staticmethod
     def backward(ctx, g):
-        p, t, valid, wt, weight = ctx.saved_tensors
-        xp = ctx.xp
+        p, t, valid, wt, weight, x = ctx.saved_tensors
+        if ctx._graph:
+            p = softmax(upcast(x), axis=1)
         eps = ctx.smoothing
         n_classes = p.shape[1]
-        onehot = _onehot(t, n_classes, p.ndim, xp)
+        onehot = _onehot(t, n_classes, p.ndim, ctx.device.backend)  # a constant
         # scale: dL/d(per-position loss), broadcast over classes
         r = g / ctx.denom if ctx.denom is not None else g[:, None]
         if valid is not None:
@@ -286,6 +295,11 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
 # ------------------------------------------------------------------ nll loss
 
 class NLLLoss(Function):
+    """The vjp is linear in the upstream gradient and does not depend on the
+    log-probabilities: it is recorded as it stands under create_graph."""
+
+    differentiable_twice = True
+
     @staticmethod
     def forward(ctx, lp, t, valid=None, weight=None, denom=1):
         xp = ctx.xp
@@ -313,8 +327,8 @@ class NLLLoss(Function):
             r = r * valid
         if getattr(r, "ndim", 0):
             r = r[:, None]  # (N, *S) -> (N, 1, *S): broadcast over classes
-        # the gradient sits on each position's target class
-        return _onehot(t, shape[1], len(shape), ctx.xp) * r, None
+        # the gradient sits on each position's target class (a constant mask)
+        return _onehot(t, shape[1], len(shape), ctx.device.backend) * r, None
 
 
 def nll_loss(log_probs, target, weight=None, ignore_index=-100, reduction="mean"):
@@ -365,22 +379,82 @@ def mse_loss(input, target, reduction="mean"):
 
     >>> ops.mse_loss(tapegrad.tensor([1.0, 3.0]), tapegrad.tensor([0.0, 1.0]))  # 2.5
     """
+    x, y, denom = _elementwise_inputs("mse_loss", input, target, reduction)
+    return MSELoss.apply(x, y, denom=denom)
+
+
+def _elementwise_inputs(op, input, target, reduction):
+    """``(x, y, denom)`` of an elementwise loss: ``target`` a constant in
+    ``input``'s dtype unless it is a Tensor, the two shapes equal or one
+    broadcasting to the other's, and the mean's denominator (all elements)."""
     x = as_tensor(input)
     xp = x.device.xp
     y = target if isinstance(target, Tensor) else const(target, xp, x.dtype)
-    check_float("mse_loss", x.data)
-    check_reduction("mse_loss", reduction)
+    check_float(op, x.data)
+    check_reduction(op, reduction)
     try:
         shape = np.broadcast_shapes(x.shape, y.shape)
     except ValueError:
         shape = None
     if shape not in (x.shape, y.shape):
-        raise ShapeError(f"mse_loss: input {describe(x)} and target {describe(y)} must have "
+        raise ShapeError(f"{op}: input {describe(x)} and target {describe(y)} must have "
                          "the same shape (or one must broadcast to the other's shape)")
     n = 1
     for s in shape:
         n *= s
-    return MSELoss.apply(x, y, denom=_plain_denominator(reduction, n))
+    return x, y, _plain_denominator(reduction, n)
+
+
+class SmoothL1Loss(Function):
+    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = x - y``);
+    ``beta = 0`` is the L1 loss. The vjp, ``d / beta`` or ``sign(d)``, uses only
+    differentiable operations."""
+
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, y, denom=1, beta=1.0):
+        xp = ctx.xp
+        d = x - y
+        a = xp.abs(d)
+        loss = a if beta == 0 else xp.where(a < beta, (0.5 / beta) * d * d, a - 0.5 * beta)
+        ctx.beta = beta
+        ctx.save_for_backward(x, y)
+        return _reduced(ctx, loss, denom, loss.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        x, y = ctx.saved_tensors
+        d = x - y
+        slope = xp.sign(d)
+        if ctx.beta:
+            slope = xp.where(xp.abs(d) < ctx.beta, d * (1 / ctx.beta), slope)
+        gx = slope * (g / ctx.denom if ctx.denom is not None else g)
+        return (gx if ctx.needs_input_grad[0] else None), (-gx if ctx.needs_input_grad[1]
+                                                           else None)
+
+
+def l1_loss(input, target, reduction="mean"):
+    """Absolute error ``|input - target|``, averaged, summed or per element; the
+    gradient at ``input == target`` is 0, as in PyTorch.
+
+    >>> ops.l1_loss(tapegrad.tensor([1.0, 3.0]), tapegrad.tensor([0.0, 1.0]))  # 1.5
+    """
+    x, y, denom = _elementwise_inputs("l1_loss", input, target, reduction)
+    return SmoothL1Loss.apply(x, y, denom=denom, beta=0.0)
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    """PyTorch's smooth L1 (Fast R-CNN's, ``beta=1``): quadratic below ``beta``,
+    linear above it (``beta=0`` gives :func:`l1_loss`).
+
+    >>> ops.smooth_l1_loss(pred_boxes, target_boxes, beta=1.0)
+    """
+    if not isinstance(beta, (int, float)) or isinstance(beta, bool) or not beta >= 0:
+        raise ArgumentError(f"smooth_l1_loss: beta must be a number >= 0, got {beta!r}")
+    x, y, denom = _elementwise_inputs("smooth_l1_loss", input, target, reduction)
+    return SmoothL1Loss.apply(x, y, denom=denom, beta=float(beta))
 
 
 # ---------------------------------------------------- binary cross-entropy

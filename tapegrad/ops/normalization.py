@@ -1,6 +1,7 @@
-"""Normalisation layers: batch norm, local response norm (across channels),
-MatConvNet's spatial norm (``vl_nnspnorm``) and norm-dependent offset
-(``vl_nnnoffset``). Each op's forward and closed-form vjp side by side.
+"""Normalisation layers: batch norm, layer norm and group norm (PyTorch's), local
+response norm (across channels), MatConvNet's spatial norm (``vl_nnspnorm``) and
+norm-dependent offset (``vl_nnnoffset``). Each op's forward and closed-form vjp
+side by side.
 
 How the frameworks map onto these ops
 -------------------------------------
@@ -53,17 +54,27 @@ MatConvNet's help text says "sum of squares", but its code averages; so do we.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable
 from typing import NamedTuple
 
+from ..args import torch_names
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
-from .pool import _avg_backward, _avg_forward, _Geometry, _inverse_divisor
+from . import shape as shape_ops
+from .pool import (
+    AvgPool2d,
+    _avg_backward,
+    _avg_forward,
+    _AvgPoolAdjoint,
+    _Geometry,
+    _inverse_divisor,
+)
 from .reduction import downcast, upcast
 
-__all__ = ["batch_norm", "local_response_norm", "spnorm", "noffset"]
+__all__ = ["batch_norm", "local_response_norm", "spnorm", "noffset", "layer_norm", "group_norm"]
 
 
 def _raw(t):
@@ -112,6 +123,8 @@ def _ema(t, value, momentum):
 
 
 class BatchNorm(Function):
+    differentiable_twice = True  # under create_graph: _batch_norm_graph
+
     # Speed notes (CPU, NumPy; (32, 32, 32, 32) float32 measured against PyTorch):
     # * Work on (N, C*L) with per-position coefficient rows (C,) -> (C*L,) broadcast
     #   over the N rows, not on (N, C, L) with (C, 1) columns: NumPy runs a (C, 1)
@@ -140,6 +153,7 @@ class BatchNorm(Function):
         # no values per channel (N = 0 or an empty spatial axis): no batch statistics, and
         # the running ones are left alone, as in PyTorch; the output and dx are empty
         training = training and m > 0
+        w_in = weight  # for a recorded backward (create_graph), where dx depends on it
         if weight is not None:
             weight = weight.astype(x.dtype, copy=False)  # float32 stays float32
         if bias is not None:
@@ -177,14 +191,17 @@ class BatchNorm(Function):
         nx, nw, nb = ctx.needs_input_grad
         ctx.training = training
         ctx.shape = x.shape
+        ctx.eps = eps
         ctx.save_for_backward(x_in if (nw or (nx and training)) else None, mean, delta, invstd,
-                              scale if nx else None)
+                              scale if nx else None, w_in if nx else None)
         return downcast(xc.reshape(x.shape), x_in.dtype)  # (N, C*L) -> (N, C, *)
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
-        x, mean, delta, invstd, scale = ctx.saved_tensors
+        x, mean, delta, invstd, scale, weight = ctx.saved_tensors
+        if ctx._graph:
+            return _batch_norm_graph(ctx, g, x, weight, mean, invstd)
         nx, nw, nb = ctx.needs_input_grad
         n, c, ln = _dims(ctx.shape)
         m = n * ln
@@ -212,6 +229,37 @@ class BatchNorm(Function):
                 gx = g2 * _row(xp, scale, ln)
             gx = gx.reshape(ctx.shape)  # (N, C*L) -> (N, C, *)
         return gx, (gw if nw else None), (gb if nb else None)
+
+
+def _batch_norm_graph(ctx, g, x, weight, mean, invstd):
+    """BatchNorm's vjp as recorded ops (create_graph), on (N, C, L) with (1, C, 1)
+    statistics: in training the batch statistics are recomputed from the Tensor
+    ``x`` (the saved ones are constants), so that their dependence on ``x`` is
+    differentiated too; in eval the running statistics are constants indeed."""
+    nx, nw, nb = ctx.needs_input_grad
+    n, c, ln = _dims(ctx.shape)
+    m = n * ln
+    training = ctx.training
+    g3 = upcast(g).reshape(n, c, ln)  # (N, C, *) -> (N, C, L)
+    if training:
+        x3 = upcast(x).reshape(n, c, ln)  # (N, C, *) -> (N, C, L)
+        xc = x3 - x3.mean(axis=(0, 2), keepdims=True)
+        inv = 1 / ctx.xp.sqrt((xc * xc).mean(axis=(0, 2), keepdims=True) + ctx.eps)  # biased
+    else:
+        inv = invstd.reshape(1, c, 1)  # (C,) -> (1, C, 1)
+        xc = None if x is None else upcast(x).reshape(n, c, ln) - mean.reshape(1, c, 1)
+    xhat = None if xc is None else xc * inv
+    gb = g3.sum(axis=(0, 2)) if nb or (nx and training) else None  # (C,)
+    gw = (g3 * xhat).sum(axis=(0, 2)) if nw or (nx and training) else None  # sum(g * x_hat)
+    gx = None
+    if nx:
+        scale = inv if weight is None else inv * upcast(weight).reshape(1, c, 1)
+        if training:  # scale * (g - sum(g)/m - x_hat * sum(g * x_hat)/m)
+            gx = (g3 - gb.reshape(1, c, 1) / m - xhat * gw.reshape(1, c, 1) / m) * scale
+        else:
+            gx = g3 * scale
+        gx = gx.reshape(ctx.shape)  # (N, C, L) -> (N, C, *)
+    return gx, (gw if nw else None), (gb if nb else None)
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
@@ -281,7 +329,11 @@ class _WindowNorm(Function):
     for LRN (W sums a window across channels) and spnorm (W averages a spatial
     window). Each subclass gives ``window(xp, win, dtype) -> _Window`` for the
     ``win`` its public function passes. With ``d = k + a W(x^2)``, ``s = d^-beta``:
-    ``dx = g s - 2 a beta x W^T(g x s / d)``."""
+    ``dx = g s - 2 a beta x W^T(g x s / d)``. Under create_graph ``d`` and ``s``
+    are recomputed from the Tensor ``x`` with ``graph_window(win)``, the same W
+    as recorded ops (the saved ones are constants there)."""
+
+    differentiable_twice = True
 
     @classmethod
     def forward(cls, ctx, x, win, alpha, beta, k):
@@ -291,15 +343,21 @@ class _WindowNorm(Function):
         den *= alpha
         den += k  # k + a * W(x^2)
         scale = den ** (-beta)
-        ctx.window, ctx.params = window, (alpha, beta)
+        ctx.window, ctx.win, ctx.params = window, win, (alpha, beta, k)
         ctx.save_for_backward(x, den, scale)
         return downcast(xa * scale, x.dtype)
 
-    @staticmethod
-    def backward(ctx, g):
+    @classmethod
+    def backward(cls, ctx, g):
         x, den, scale = ctx.saved_tensors
         x = upcast(x)
-        alpha, beta = ctx.params
+        alpha, beta, k = ctx.params
+        if ctx._graph:
+            window = cls.graph_window(ctx.win)
+            den = window.sum(x * x) * alpha + k
+            scale = den ** (-beta)
+            gx = g * scale - x * window.adjoint(g * x * scale / den) * (2 * alpha * beta)
+            return gx, None, None, None, None
         gx = x * (-2 * alpha * beta)
         gx *= ctx.window.adjoint(g * x * scale / den)  # (the adjoint may be a read-only view)
         gx += g * scale
@@ -332,6 +390,27 @@ class LocalResponseNorm(_WindowNorm):
         hi = size - 1 - lo
         return _Window(lambda a: _channel_window_sum(xp, a, lo, hi),
                        lambda a: _channel_window_sum(xp, a, hi, lo))
+
+    @staticmethod
+    def graph_window(size):
+        """The same window sums as recorded ops (create_graph): pad and slices."""
+        lo = (size - 1) // 2
+        hi = size - 1 - lo
+        return _Window(lambda a: _channel_window_sum_graph(a, lo, hi),
+                       lambda a: _channel_window_sum_graph(a, hi, lo))
+
+
+def _channel_window_sum_graph(a, before, after):
+    """:func:`_channel_window_sum` of a Tensor, recorded (pad, slices and adds)."""
+    c = a.shape[1]
+    if before == after == 0:
+        return a
+    # (N, C, ...) -> (N, before + C + after, ...)
+    ap = shape_ops.pad(a, ((0, 0), (before, after)) + ((0, 0),) * (a.ndim - 2))
+    s = ap[:, 0:c]
+    for d in range(1, before + after + 1):  # a loop over window offsets only
+        s = s + ap[:, d:d + c]
+    return s
 
 
 def local_response_norm(x, size, alpha=1e-4, beta=0.75, k=1.0, alpha_over_size=True):
@@ -380,6 +459,12 @@ class SpNorm(_WindowNorm):
         inv = _inverse_divisor(xp, geo, False, dtype)
         return _Window(lambda a: _avg_forward(xp, a, geo, inv),
                        lambda a: _avg_backward(xp, a, geo, inv))
+
+    @staticmethod
+    def graph_window(geo):
+        """The same average and its adjoint as recorded ops (create_graph)."""
+        return _Window(lambda a: AvgPool2d.apply(a, geo, count_include_pad=False),
+                       lambda a: _AvgPoolAdjoint.apply(a, geo, False))
 
 
 def spnorm(x, param):
@@ -447,3 +532,241 @@ def noffset(x, param):
     if xd.ndim < 2:
         raise ShapeError(f"{op}: expected input of shape (N, C, ...), got {describe(xd)}")
     return NOffset.apply(x, p1, p2)
+
+
+# ------------------------------------------------------- layer norm, group norm
+
+
+def _sum_rows(xp, a):
+    """sum(a, axis=1) through BLAS: (R, D) -> (R,)."""
+    return xp.matmul(a, xp.ones(a.shape[1], a.dtype))
+
+
+def _sum_cols(xp, a):
+    """sum(a, axis=0) through BLAS: (N, P) -> (P,)."""
+    return xp.matmul(xp.ones(a.shape[0], a.dtype), a)
+
+
+def _dot_rows(xp, a, b):
+    """sum(a * b, axis=1) without the product's temporary: (R, D) x2 -> (R,)."""
+    return xp.einsum("ij,ij->i", a, b)
+
+
+def _dot_cols(xp, a, b):
+    """sum(a * b, axis=0) without the product's temporary: (N, P) x2 -> (P,)."""
+    return xp.einsum("ij,ij->j", a, b)
+
+
+def _fold(v, k, rep):
+    """Per-position sums (P,) -> per-parameter sums (k,): each of the k values of
+    weight/bias covers ``rep = P // k`` consecutive positions. (P,) -> (k, rep) -> (k,)."""
+    return v if rep == 1 else v.reshape(k, rep).sum(axis=1)
+
+
+class _RowNorm(Function):
+    """``y = (x - mean) * invstd * weight + bias``: the statistics (mean, biased
+    variance) per row of an ``(R, D)`` view of x, the affine part per position of
+    an ``(N, P)`` view, each of the k values of weight/bias repeated over P // k
+    consecutive positions:
+
+    * layer norm: R = N = the leading positions, D = P = k = prod(normalized_shape);
+    * group norm: R = N * G, D = (C / G) * L; N the batch, P = C * L, k = C.
+
+    With ``gh = g * weight`` the vjp per row is the closed form
+    ``dx = invstd * (gh - mean(gh) - x_hat * mean(gh * x_hat))``; ``dweight =
+    sum(g * x_hat)``, ``dbias = sum(g)`` over the rows of the (N, P) view, folded
+    to k. Like batch norm, x is saved (not x_hat) and recentred in the buffer that
+    becomes dx; float16 is computed in float32 (statistics, y and gradients).
+    """
+
+    differentiable_twice = True  # under create_graph: _row_norm_graph
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, rows, cols, affine_shape, eps):
+        xp = ctx.xp
+        (r, d), (n, p) = rows, cols
+        k = math.prod(affine_shape)
+        rep = p // k if k else 0  # positions per weight value
+        x_in, x = x, upcast(x)
+        x2 = x.reshape(r, d)  # (*, ...) -> (R, D)
+        # shifted by each row's first value, so that a large mean with a tiny spread
+        # loses no digits in the float32 sums; two passes, stable for a tiny variance
+        shift = x2[:, :1].copy()  # (R, 1); (R, 0) for empty rows
+        xc = x2 - shift  # (R, D): the one buffer, y at the end
+        mean = _sum_rows(xp, xc) / max(d, 1)  # (R,), the mean of x - shift
+        xc -= mean[:, None]
+        invstd = 1 / xp.sqrt(_dot_rows(xp, xc, xc) / max(d, 1) + eps)  # biased variance
+        xc *= invstd[:, None]  # x_hat
+        y = xc.reshape(n, p)  # (R, D) -> (N, P)
+        if weight is not None:
+            y *= _row(xp, weight.astype(x.dtype, copy=False).reshape(k), rep)  # (k,) -> (P,)
+        if bias is not None:
+            y += _row(xp, bias.astype(x.dtype, copy=False).reshape(k), rep)
+        nx, nw, _ = ctx.needs_input_grad
+        ctx.geometry = (rows, cols, affine_shape, k, rep)
+        ctx.eps = eps
+        ctx.save_for_backward(x_in if (nx or nw) else None, shift, mean, invstd,
+                              weight if nx else None)
+        return downcast(y.reshape(x_in.shape), x_in.dtype)  # (N, P) -> x's shape
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        x, shift, mean, invstd, weight = ctx.saved_tensors
+        if ctx._graph:
+            return _row_norm_graph(ctx, g, x, weight)
+        nx, nw, nb = ctx.needs_input_grad
+        (r, d), (n, p), affine_shape, k, rep = ctx.geometry
+        g2 = upcast(g).reshape(n, p)  # x's shape -> (N, P)
+        gb = _fold(_sum_cols(xp, g2), k, rep).reshape(affine_shape) if nb else None
+        if x is None:
+            return None, None, gb
+        xhat = upcast(x).reshape(r, d) - shift  # (R, D), as in forward; becomes dx
+        xhat -= mean[:, None]
+        xhat *= invstd[:, None]
+        gw = gx = None
+        if nw:
+            gw = _fold(_dot_cols(xp, g2, xhat.reshape(n, p)), k, rep).reshape(affine_shape)
+        if nx:
+            gh = g2
+            if weight is not None:
+                gh = g2 * _row(xp, upcast(weight).reshape(k), rep)
+            gh = gh.reshape(r, d)  # (N, P) -> (R, D)
+            c1 = _sum_rows(xp, gh) / max(d, 1)  # mean(gh), (R,)
+            c2 = _dot_rows(xp, gh, xhat) / max(d, 1)  # mean(gh * x_hat), (R,)
+            xhat *= -c2[:, None]  # dx = invstd * (gh - c1 - x_hat * c2), in x_hat's buffer
+            xhat += gh
+            xhat -= c1[:, None]
+            xhat *= invstd[:, None]
+            gx = xhat.reshape(g.shape)  # (R, D) -> x's shape
+        return gx, gw, gb
+
+
+def _row_norm_graph(ctx, g, x, weight):
+    """_RowNorm's vjp as recorded ops (create_graph): the statistics are recomputed
+    from the Tensor ``x`` (the saved ones are constants) so that their dependence
+    on x is differentiated too; the affine part on an (N, k, P // k) view with
+    weight as (1, k, 1), for lack of ``repeat``."""
+    xp = ctx.xp
+    nx, nw, nb = ctx.needs_input_grad
+    (r, d), (n, p), affine_shape, k, rep = ctx.geometry
+    g3 = upcast(g).reshape(n, k, rep)  # x's shape -> (N, k, P // k)
+    gb = g3.sum(axis=(0, 2)).reshape(affine_shape) if nb else None
+    if x is None:
+        return None, None, gb
+    x2 = upcast(x).reshape(r, d)  # x's shape -> (R, D)
+    xc = x2 - x2.sum(axis=1, keepdims=True) / max(d, 1)
+    inv = 1 / xp.sqrt((xc * xc).sum(axis=1, keepdims=True) / max(d, 1) + ctx.eps)  # (R, 1)
+    xhat = xc * inv
+    gw = gx = None
+    if nw:
+        gw = (g3 * xhat.reshape(n, k, rep)).sum(axis=(0, 2)).reshape(affine_shape)
+    if nx:
+        gh = g3 if weight is None else g3 * upcast(weight).reshape(1, k, 1)
+        gh = gh.reshape(r, d)  # (N, k, P // k) -> (R, D)
+        c1 = gh.sum(axis=1, keepdims=True) / max(d, 1)
+        c2 = (gh * xhat).sum(axis=1, keepdims=True) / max(d, 1)
+        gx = ((gh - c1 - xhat * c2) * inv).reshape(g.shape)
+    return gx, gw, gb
+
+
+class LayerNorm(_RowNorm):
+    """layer_norm's tape entry (``grad_fn``); the rules are _RowNorm's."""
+
+
+class GroupNorm(_RowNorm):
+    """group_norm's tape entry (``grad_fn``); the rules are _RowNorm's."""
+
+
+def _normalized_shape(op, value):
+    """PyTorch's ``normalized_shape``: an int or a non-empty sequence of ints >= 0, as a tuple."""
+    items = (value,) if isinstance(value, numbers.Integral) else value
+    try:
+        shape = tuple(items)
+    except TypeError:
+        shape = None
+    if shape is not None:
+        shape = tuple(int(s) if isinstance(s, numbers.Integral) and not isinstance(s, bool)
+                      else None for s in shape)
+    if (not shape or isinstance(value, bool) or None in shape or min(shape) < 0
+            or isinstance(value, str)):
+        raise ArgumentError(f"{op}: normalized_shape must be an int or a non-empty sequence of "
+                            f"ints >= 0 (the trailing axes to normalise over), got {value!r}")
+    return shape
+
+
+def _check_affine(op, x, weight, bias, shape, what):
+    """weight and bias (each a float Tensor/array or None) of exactly ``shape``."""
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is None:
+            continue
+        dt = getattr(_raw(t), "dtype", None)
+        if dt is None or dt.kind != "f":
+            raise DTypeError(f"{op}: {name} must be a floating-point Tensor or None, got "
+                             f"{describe(t)}")
+        if tuple(_raw(t).shape) != shape:
+            raise ShapeError(f"{op}: {name} must have shape {shape} ({what}) for input "
+                             f"{describe(x)}, got {describe(t)}")
+
+
+def _check_eps(op, eps):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not eps > 0:
+        raise ArgumentError(f"{op}: eps must be a positive number, got {eps!r}")
+    return float(eps)
+
+
+@torch_names
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Layer normalisation, as ``torch.nn.functional.layer_norm``: each sample's
+    trailing ``normalized_shape`` elements are normalised by their mean and biased
+    variance, ``y = (x - mean) / sqrt(var + eps) * weight + bias``, with ``weight``
+    and ``bias`` of shape ``normalized_shape`` (or None). float16 is computed in
+    float32. The vjp is the closed form (see :class:`_RowNorm`).
+
+    >>> y = ops.layer_norm(x, (768,), gamma, beta)   # x (N, T, 768)
+    """
+    op = "layer_norm"
+    _check_float(op, x)
+    xd = _raw(x)
+    shape = _normalized_shape(op, normalized_shape)
+    k = len(shape)
+    if xd.ndim < k or tuple(xd.shape[xd.ndim - k:]) != shape:
+        dims = ", ".join(str(s) for s in shape)
+        raise ShapeError(f"{op}: normalized_shape {shape} must be the input's last axes: "
+                         f"expected input of shape (*, {dims}), got {describe(xd)}")
+    _check_affine(op, xd, weight, bias, shape, "normalized_shape")
+    d = math.prod(shape)
+    r = math.prod(xd.shape[:xd.ndim - k])
+    return LayerNorm.apply(x, weight, bias, rows=(r, d), cols=(r, d), affine_shape=shape,
+                           eps=_check_eps(op, eps))
+
+
+@torch_names
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """Group normalisation of ``(N, C, *)``, as ``torch.nn.functional.group_norm``:
+    the C channels fall into ``num_groups`` groups of ``C / num_groups`` consecutive
+    channels, each sample's group is normalised over its channels and positions
+    (mean, biased variance), then ``weight`` and ``bias`` (shape ``(C,)`` or None)
+    scale and shift each channel. ``num_groups=1`` normalises each sample over all of
+    (C, *); ``num_groups=C`` is instance norm. float16 is computed in float32.
+
+    >>> y = ops.group_norm(x, 8, gamma, beta)   # x (N, 32, H, W)
+    """
+    op = "group_norm"
+    _check_float(op, x)
+    xd = _raw(x)
+    if xd.ndim < 2:
+        raise ShapeError(f"{op}: expected input of shape (N, C, *) with at least 2 axes, got "
+                         f"{describe(xd)}")
+    if (isinstance(num_groups, bool) or not isinstance(num_groups, numbers.Integral)
+            or num_groups < 1):
+        raise ArgumentError(f"{op}: num_groups must be a positive int, got {num_groups!r}")
+    g = int(num_groups)
+    n, c, ln = _dims(xd.shape)
+    if c % g:
+        raise ShapeError(f"{op}: the {c} channels of input {describe(xd)} (axis 1) do not "
+                         f"divide into num_groups={g} groups; num_groups must divide the "
+                         "channel count")
+    _check_affine(op, xd, weight, bias, (c,), "one value per channel")
+    return GroupNorm.apply(x, weight, bias, rows=(n * g, c // g * ln), cols=(n, c * ln),
+                           affine_shape=(c,), eps=_check_eps(op, eps))

@@ -27,6 +27,14 @@ whose input cells are all ``-inf`` gives it to its first cell inside the
 input, never to the padding. The vjp routes each gradient there, so only
 those indices are saved, not the input. Padding must be smaller than the
 kernel along each axis, so that no window lies entirely in the padding.
+
+Both ops are twice differentiable. Their vjps are linear maps of the upstream
+gradient, each an op of its own under ``create_graph`` with its adjoint as its
+vjp: max pooling's scatter of ``g`` to the saved argmax positions and the
+gather of a gradient from those positions (only the indices are kept; the
+positions do not move under a small change of ``x``, so nothing flows back to
+``x``), and average pooling's spreading of each average back over its window
+and the average pooling itself.
 """
 
 from __future__ import annotations
@@ -163,6 +171,8 @@ def _pytorch_argmax_at_nan_and_neginf(xp, geo, at, best, idx):
 
 
 class MaxPool2d(Function):
+    differentiable_twice = True
+
     @staticmethod
     def forward(ctx, x, geo):
         xp = ctx.xp
@@ -193,35 +203,90 @@ class MaxPool2d(Function):
 
     @staticmethod
     def backward(ctx, g):
-        xp = ctx.xp
-        geo = ctx.geo
         (idx,) = ctx.saved_tensors
-        kh, kw = geo.kernel
-        n, c = geo.shape[:2]
-        ho, wo = geo.out
-        # g * (idx == k) is much faster than where(idx == k, g, 0) but turns an
-        # infinite upstream gradient into NaN at the non-winners: fall back then.
-        finite = bool(xp.isfinite(g).all())
+        if ctx._graph:
+            return _MaxScatter.apply(g, idx, ctx.geo), None
+        return _max_scatter(ctx.xp, g, idx, ctx.geo), None
 
-        def routed(k, out=None):
-            if finite:
-                return xp.multiply(g, idx == k, out=out)
-            r = xp.where(idx == k, g, xp.zeros((), dtype=g.dtype))
-            if out is None:
-                return r
-            out[...] = r
-            return out
 
-        if geo.fast:
-            gt = xp.empty((n, c, ho, kh, wo, kw), dtype=g.dtype)
-            for k in range(kh * kw):
-                i, j = divmod(k, kw)
-                routed(k, out=gt[:, :, :, i, :, j])
-            return geo.untile(xp, gt), None
-        gbuf = xp.zeros((n, c) + geo.buf, dtype=g.dtype)
+def _max_scatter(xp, g, idx, geo):
+    """Max pooling's vjp: (N, C, Ho, Wo) -> (N, C, H, W), each gradient added at
+    its window's argmax ``idx`` (window order)."""
+    kh, kw = geo.kernel
+    n, c = geo.shape[:2]
+    ho, wo = geo.out
+    # g * (idx == k) is much faster than where(idx == k, g, 0) but turns an
+    # infinite upstream gradient into NaN at the non-winners: fall back then.
+    finite = bool(xp.isfinite(g).all())
+
+    def routed(k, out=None):
+        if finite:
+            return xp.multiply(g, idx == k, out=out)
+        r = xp.where(idx == k, g, xp.zeros((), dtype=g.dtype))
+        if out is None:
+            return r
+        out[...] = r
+        return out
+
+    if geo.fast:
+        gt = xp.empty((n, c, ho, kh, wo, kw), dtype=g.dtype)
         for k in range(kh * kw):
-            gbuf[geo.offset_slices(*divmod(k, kw))] += routed(k)
-        return geo.unpad(gbuf), None
+            i, j = divmod(k, kw)
+            routed(k, out=gt[:, :, :, i, :, j])
+        return geo.untile(xp, gt)
+    gbuf = xp.zeros((n, c) + geo.buf, dtype=g.dtype)
+    for k in range(kh * kw):
+        gbuf[geo.offset_slices(*divmod(k, kw))] += routed(k)
+    return geo.unpad(gbuf)
+
+
+def _max_gather(xp, gg, idx, geo):
+    """The adjoint of :func:`_max_scatter`: (N, C, H, W) -> (N, C, Ho, Wo), each
+    window's value at its argmax ``idx`` (selected, never multiplied by a mask, so
+    an infinite value stays where it is)."""
+    kh, kw = geo.kernel
+    if geo.fast:
+        t = geo.tiles(gg)  # (N, C, Ho, kh, Wo, kw)
+        at = lambda i, j: t[:, :, :, i, :, j]  # (N, C, Ho, Wo)
+    else:
+        win = geo.windows(xp, gg, 0)  # (N, C, Ho, Wo, kh, kw); no argmax is in the padding
+        at = lambda i, j: win[:, :, :, :, i, j]  # (N, C, Ho, Wo)
+    out = at(0, 0).copy()
+    for k in range(1, kh * kw):
+        xp.copyto(out, at(*divmod(k, kw)), where=idx == k)
+    return out
+
+
+class _MaxRoute(Function):
+    """Max pooling's vjp (the scatter) or its adjoint (the gather) as an op, under
+    create_graph: each one's vjp is the other, so both are differentiable again
+    (any order). Both save only the argmax indices."""
+
+    differentiable_twice = True
+
+    @classmethod
+    def forward(cls, ctx, a, idx, geo):
+        ctx.geo = geo
+        ctx.save_for_backward(idx)
+        return cls.route(ctx.xp, a, idx, geo)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        (idx,) = ctx.saved_tensors
+        if ctx._graph:
+            return cls.adjoint.apply(g, idx, ctx.geo), None, None
+        return cls.adjoint.route(ctx.xp, g, idx, ctx.geo), None, None
+
+
+class _MaxScatter(_MaxRoute):
+    route = staticmethod(_max_scatter)
+
+
+class _MaxGather(_MaxRoute):
+    route = staticmethod(_max_gather)
+
+
+_MaxScatter.adjoint, _MaxGather.adjoint = _MaxGather, _MaxScatter
 
 
 def _avg_forward(xp, x, geo, inv):
@@ -259,17 +324,43 @@ def _inverse_divisor(xp, geo, count_include_pad, dtype):
 
 
 class AvgPool2d(Function):
+    differentiable_twice = True
+
     @staticmethod
     def forward(ctx, x, geo, count_include_pad=True):
         xp = ctx.xp
         inv = _inverse_divisor(xp, geo, count_include_pad, x.dtype)  # (Ho, Wo)
         ctx.geo = geo
         ctx.inv = inv
+        ctx.count_include_pad = count_include_pad
         return _avg_forward(xp, x, geo, inv)
 
     @staticmethod
     def backward(ctx, g):
+        if ctx._graph:
+            return _AvgPoolAdjoint.apply(g, ctx.geo, ctx.count_include_pad), None
         return _avg_backward(ctx.xp, g, ctx.geo, ctx.inv), None
+
+
+class _AvgPoolAdjoint(Function):
+    """Average pooling's vjp ``g -> gx`` as an op (under create_graph): its vjp
+    is the average pooling itself."""
+
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, g, geo, count_include_pad):
+        inv = _inverse_divisor(ctx.xp, geo, count_include_pad, g.dtype)  # (Ho, Wo)
+        ctx.geo = geo
+        ctx.inv = inv
+        ctx.count_include_pad = count_include_pad
+        return _avg_backward(ctx.xp, g, geo, inv)
+
+    @staticmethod
+    def backward(ctx, gg):
+        if ctx._graph:
+            return AvgPool2d.apply(gg, ctx.geo, count_include_pad=ctx.count_include_pad), None, None
+        return _avg_forward(ctx.xp, gg, ctx.geo, ctx.inv), None, None
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False):

@@ -237,9 +237,9 @@ def test_conv2d_skips_image_gradient(monkeypatch):
     w = tg.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), requires_grad=True)
     b = tg.tensor(np.zeros(4, np.float32), requires_grad=True)
     y = ops.conv2d(x, w, b, padding=1)
-    cols, saved_w = y._node.saved
+    cols, saved_w, saved_x = y._node.saved
     assert saved_w is None  # the weight is kept only for the input gradient
-    assert cols is not None
+    assert cols is not None and saved_x is None  # x's columns are a constant here
     y.sum().backward()
     assert calls == []
     assert x.grad is None and w.grad is not None and b.grad is not None
@@ -247,10 +247,16 @@ def test_conv2d_skips_image_gradient(monkeypatch):
     # only the input gradient: no columns saved, and no weight/bias gradient
     x2 = tg.tensor(x.data, requires_grad=True)
     y2 = ops.conv2d(x2, tg.tensor(w.data), tg.tensor(b.data), padding=1)
-    cols2, saved_w2 = y2._node.saved
-    assert cols2 is None and saved_w2 is not None
+    cols2, saved_w2, saved_x2 = y2._node.saved
+    assert cols2 is None and saved_w2 is not None and saved_x2 is None
     y2.sum().backward()
     assert calls == [1] and x2.grad is not None
+
+    # both: x too, by reference, for a recorded weight gradient (create_graph)
+    w3 = tg.tensor(w.data, requires_grad=True)
+    y3 = ops.conv2d(x2, w3, padding=1)
+    cols3, saved_w3, saved_x3 = y3._node.saved
+    assert cols3 is not None and saved_w3 is w3.data and saved_x3 is x2.data
 
 
 def test_conv2d_float32_stays_float32():
@@ -516,3 +522,142 @@ def test_gradient_of_each_input_alone(fn, wshape, stride):
                 np.testing.assert_allclose(g, f, rtol=1e-12, atol=1e-12)
             else:
                 assert g is None
+
+
+# ---------------------------------------------------- double backward
+
+
+def _grad_dot(fn, arrays, seed=0):
+    """``inputs -> sum_i <d<fn(inputs), cot>/d input_i, u_i>``, built with
+    create_graph=True: its own gradient is a Hessian-vector product, which
+    directional_gradcheck checks against central differences (two evaluations
+    per direction, however large the inputs)."""
+    rng = np.random.default_rng(seed)
+    out = fn(*[tg.tensor(a, requires_grad=True) for a in arrays])  # for its shape
+    cot = tg.tensor(rng.standard_normal(out.shape))
+    us = [tg.tensor(rng.standard_normal(np.shape(a))) for a in arrays]
+
+    @tg.enable_grad()
+    def f(*ts):
+        gs = tg.grad(fn(*ts), list(ts), cot, create_graph=True)
+        total = (gs[0] * us[0]).sum()
+        for g, u in zip(gs[1:], us[1:]):
+            total = total + (g * u).sum()
+        return total
+
+    return f
+
+
+@given(conv_cases(max_side=5))
+def test_conv2d_second_derivatives(case):
+    # squared: the upstream gradient depends on x, w and b as well
+    x, w, b, kw = case
+    fn = _fn(lambda *a, **k: ops.conv2d(*a, **k) ** 2, b, kw)
+    directional_gradcheck(_grad_dot(fn, _args(x, w, b)), _args(x, w, b), name="conv2d")
+
+
+@given(adjoint_cases())
+def test_conv_transpose2d_second_derivatives(case):
+    x, w, kw, op = case
+    rng = np.random.default_rng(int(abs(x).sum() * 1e3) % 2**16)
+    gy = rng.standard_normal(ops.conv2d(tg.tensor(x), tg.tensor(w), **kw).shape)
+    b = rng.standard_normal(w.shape[1] * kw["groups"])
+    fn = lambda a, ww, bb: ops.conv_transpose2d(a, ww, bb, output_padding=op, **kw) ** 2
+    directional_gradcheck(_grad_dot(fn, [gy, w, b]), [gy, w, b], name="conv_transpose2d")
+
+
+def test_create_graph_records_the_gradients_as_convolutions():
+    rng = np.random.default_rng(11)
+    x = tg.tensor(rng.standard_normal((2, 4, 7, 6)), requires_grad=True)
+    w = tg.tensor(rng.standard_normal((6, 2, 3, 2)), requires_grad=True)
+    y = ops.conv2d(x, w, stride=2, padding=(1, 0, 0, 1), dilation=(1, 2), groups=2)
+    gy = tg.tensor(rng.standard_normal(y.shape))
+    gx, gw = tg.grad(y, [x, w], gy, create_graph=True)
+    assert "ConvTranspose2d" in [e.name for e in tg.tape.entries(gx)]
+    assert "Conv2d" in [e.name for e in tg.tape.entries(gw)]
+    # the same values as the raw kernels of a plain backward, which record nothing
+    px, pw = tg.grad(ops.conv2d(x, w, stride=2, padding=(1, 0, 0, 1), dilation=(1, 2),
+                                groups=2), [x, w], gy)
+    assert not px.requires_grad and px.grad_fn is None
+    np.testing.assert_allclose(gx.data, px.data, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gw.data, pw.data, rtol=1e-12, atol=1e-12)
+
+
+def test_weight_hessian_of_a_first_layer_from_the_saved_columns():
+    # x needs no gradient: the recorded weight gradient is gy @ cols^T with the columns a
+    # constant (x is not saved); H v of sum(conv(x, w)^3) against differences of gradients
+    rng = np.random.default_rng(12)
+    x = tg.tensor(rng.standard_normal((2, 3, 6, 5)))
+    w0, v = rng.standard_normal((4, 3, 3, 3)), rng.standard_normal((4, 3, 3, 3))
+
+    def grad_at(wa, create=False):
+        wt = tg.tensor(wa, requires_grad=True)
+        y = ops.conv2d(x, wt, stride=(1, 2), padding=1)
+        assert y.grad_fn.saved[2] is None
+        (g,) = tg.grad((y ** 3).sum(), wt, create_graph=create)
+        return wt, g
+
+    wt, g = grad_at(w0, create=True)
+    (hv,) = tg.grad((g * tg.tensor(v)).sum(), wt)
+    eps = 1e-6
+    fd = (grad_at(w0 + eps * v)[1].data - grad_at(w0 - eps * v)[1].data) / (2 * eps)
+    np.testing.assert_allclose(hv.data, fd, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d"])
+def test_third_derivatives(op):
+    """The recorded gradients are convolutions again, so create_graph works at any
+    order: the gradient of a second-order function, checked by differences."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((1, 2, 5, 4))
+    w = rng.standard_normal((2, 2, 3, 2))
+    kw = dict(stride=2, padding=(1, 0, 1, 1))
+    fn = (lambda a, ww: ops.conv2d(a, ww, **kw) ** 3) if op == "conv2d" else \
+        (lambda a, ww: ops.conv_transpose2d(a, ww, output_padding=1, **kw) ** 3)
+    second = _grad_dot(fn, [x, w])
+    directional_gradcheck(_grad_dot(second, [x, w], seed=1), [x, w], name=f"{op} 3rd")
+
+
+def test_double_backward_keeps_float32_and_empty_batches():
+    rng = np.random.default_rng(14)
+    for n in (2, 0):
+        x = tg.tensor(rng.standard_normal((n, 2, 5, 5)).astype(np.float32), requires_grad=True)
+        w = tg.tensor(rng.standard_normal((3, 2, 3, 3)).astype(np.float32), requires_grad=True)
+        b = tg.tensor(np.zeros(3, np.float32), requires_grad=True)
+        # (N, 2, 5, 5) -> (N, 3, 3, 3) -> (N, 2, 5, 5): w serves both
+        y = ops.conv_transpose2d(ops.conv2d(x, w, b, stride=2, padding=1), w, stride=2,
+                                 padding=1)
+        gx, gw, gb = tg.grad((y * y).sum(), [x, w, b], create_graph=True)
+        hx, hw = tg.grad((gx * gx).sum() + (gw * gw).sum() + gb.sum(), [x, w])
+        for t, ref in ((gx, x), (gw, w), (gb, b), (hx, x), (hw, w)):
+            assert t.dtype == np.float32 and t.shape == ref.shape
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("kw", [dict(stride=1, padding=1),
+                                dict(stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=2),
+                                dict(stride=3, padding=(0, 1))])
+def test_second_derivatives_against_torch(transposed, kw):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(15)
+    g = kw.get("groups", 1)
+    # conv2d: w (O, C/G, kh, kw); conv_transpose2d: w (Cin, Cout/G, kh, kw), Cout = 2G
+    w_shape, b_size = ((4, 4 // g, 3, 2), 4) if not transposed else ((4, 2, 3, 2), 2 * g)
+    arrays = [rng.standard_normal((2, 4, 7, 6)), rng.standard_normal(w_shape),
+              rng.standard_normal(b_size)]
+    op, top = (ops.conv_transpose2d, F.conv_transpose2d) if transposed else (ops.conv2d,
+                                                                             F.conv2d)
+    ts = [tg.tensor(a, requires_grad=True) for a in arrays]
+    rs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    y, ry = op(*ts, **kw), top(*rs, **kw)
+    cot = rng.standard_normal(ry.shape)
+    us = [rng.standard_normal(a.shape) for a in arrays]
+    # d/d(x, w, b) of sum_i <dL/d input_i, u_i>, with L = <y^2, cot>
+    gs = tg.grad((y * y * tg.tensor(cot)).sum(), ts, create_graph=True)
+    rgs = torch.autograd.grad((ry * ry * torch.tensor(cot)).sum(), rs, create_graph=True)
+    s = sum(((gi * tg.tensor(u)).sum() for gi, u in zip(gs[1:], us[1:])),
+            (gs[0] * tg.tensor(us[0])).sum())
+    rsum = sum((gi * torch.tensor(u)).sum() for gi, u in zip(rgs, us))
+    for a, r in zip(tg.grad(s, ts), torch.autograd.grad(rsum, rs)):
+        np.testing.assert_allclose(a.data, r.numpy(), rtol=1e-9, atol=1e-10)

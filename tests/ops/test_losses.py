@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import tapegrad
 from tapegrad import ops
-from tapegrad.errors import ArgumentError, DTypeError, GraphError, ShapeError
-from tapegrad.testing import gradcheck
+from tapegrad.errors import ArgumentError, DTypeError, ShapeError
+from tapegrad.testing import gradcheck, gradgradcheck
 from tapegrad.testing.reference import class_positions, ref_cross_entropy
 
 IGN = -100
@@ -146,11 +146,66 @@ def test_dtype_is_kept_float32():
         assert x.grad.dtype == np.float32
 
 
-def test_cross_entropy_double_backward_raises():
-    x = _t(np.zeros((2, 3)), True)
-    out = ops.cross_entropy(x, np.array([0, 1]))
-    with pytest.raises(GraphError, match="CrossEntropy"):
-        tapegrad.grad(out, x, create_graph=True)
+def _hvp(loss_fn, x, v):
+    """H v of a scalar loss of logits x, by double backward."""
+    xt = _t(x, True)
+    (g,) = tapegrad.grad(loss_fn(xt), xt, create_graph=True)
+    (hv,) = tapegrad.grad((g * _t(v)).sum(), xt)
+    return g.numpy(), hv.numpy()
+
+
+def test_cross_entropy_hessian_is_the_softmax_jacobian():
+    # per row, d2/dx2 of sum_i w[t_i] (lse(x_i) - x_i[t_i]) is w[t_i] (diag(p) - p p^T):
+    # the one-hot part is constant, so smoothing and the target do not enter
+    r = np.random.default_rng(1)
+    x, v = r.normal(size=(5, 4)), r.normal(size=(5, 4))
+    t = np.array([0, 3, IGN, 1, 2])
+    w = r.uniform(0.5, 2.0, size=4)
+    p = _softmax(x)
+    jv = p * v - p * (p * v).sum(axis=1, keepdims=True)  # (diag(p) - p p^T) v, per row
+    valid = (t != IGN)[:, None]
+    wt = np.where(t == IGN, 0, w[np.maximum(t, 0)])[:, None]
+    for kw, scale in [(dict(reduction="sum"), valid),
+                      (dict(), valid / valid.sum()),
+                      (dict(weight=w), wt / wt.sum()),
+                      (dict(reduction="sum", label_smoothing=0.3), valid)]:
+        g, hv = _hvp(lambda a, kw=kw: ops.cross_entropy(a, t, **kw), x, v)
+        np.testing.assert_allclose(hv, jv * scale, rtol=1e-10, atol=1e-14, err_msg=str(kw))
+        assert g.shape == x.shape
+
+
+def test_nll_loss_second_derivative_flows_through_the_upstream_gradient():
+    r = np.random.default_rng(2)
+    x, v = r.normal(size=(4, 3)), r.normal(size=(4, 3))
+    t = np.array([2, 0, IGN, 1])
+    # nll is linear in x: the Hessian of sum_i nll_i^2 = sum_i x_i[t_i]^2 is 2 onehot
+    _, hv = _hvp(lambda a: (ops.nll_loss(a, t, reduction="none") ** 2).sum(), x, v)
+    onehot = (np.arange(3) == t[:, None]) & (t != IGN)[:, None]
+    np.testing.assert_allclose(hv, 2 * onehot * v, rtol=1e-12)
+    # through log_softmax the Hessian is the softmax Jacobian again (mean over 3 targets)
+    _, hv = _hvp(lambda a: ops.nll_loss(ops.log_softmax(a), t), x, v)
+    p = _softmax(x)
+    jv = (p * v - p * (p * v).sum(axis=1, keepdims=True)) * (t != IGN)[:, None] / 3
+    np.testing.assert_allclose(hv, jv, rtol=1e-10, atol=1e-14)
+
+
+@given(class_problems(max_classes=4), reductions, st.sampled_from([0.0, 0.25]))
+def test_cross_entropy_gradgradcheck(problem, red, smoothing):
+    x, t, weight = problem
+    reduction, normalization = red
+    kw = dict(weight=weight, reduction=reduction, label_smoothing=smoothing,
+              normalization=normalization)
+    # squared per-position losses: the upstream gradient depends on x too
+    fn = (lambda a: ops.cross_entropy(a, t, **kw) ** 2) if reduction == "none" else \
+        (lambda a: ops.cross_entropy(a, t, **kw))
+    gradgradcheck(fn, [x])
+
+
+@given(class_problems(max_classes=4), st.sampled_from(["mean", "sum", "none"]))
+def test_nll_loss_gradgradcheck(problem, reduction):
+    x, t, weight = problem
+    gradgradcheck(lambda a: ops.nll_loss(ops.log_softmax(a), t, weight=weight,
+                                         reduction=reduction) ** 2, [x])
 
 
 def test_cross_entropy_accepts_tensor_targets_and_ignore_inside_range():

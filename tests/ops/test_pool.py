@@ -10,7 +10,8 @@ from hypothesis.extra import numpy as hnp
 import tapegrad as tg
 from tapegrad import ops
 from tapegrad.errors import ArgumentError, DTypeError, ShapeError
-from tapegrad.testing import gradcheck
+from tapegrad.ops import pool as pool_mod
+from tapegrad.testing import gradcheck, gradgradcheck
 from tapegrad.testing import strategies as st
 from tapegrad.testing.reference import ref_pool
 
@@ -279,3 +280,110 @@ def test_errors_name_the_op_and_shapes(pool):
         pool(x, (2, 2, 2))
     with pytest.raises(DTypeError, match=rf"{name}.*int64"):
         pool(tg.tensor(np.zeros((1, 1, 4, 4), np.int64)), 2)
+
+
+# ------------------------------------------------------------ double backward
+
+
+@given(geo=geometries(), data=hst.data())
+def test_max_pool_scatter_and_gather_are_adjoint(geo, data):
+    """The vjp scatters to the saved argmax positions; its own vjp (create_graph)
+    gathers from them: <scatter(g), h> = <g, gather(h)>, and the gather picks h at
+    the loop reference's argmax -- by selection, so infinities stay put."""
+    shape, k, s, pad, ceil = geo
+    x = data.draw(st.arrays(shape, distinct=True))
+    y = ops.max_pool2d(tg.tensor(x, requires_grad=True), k, s, pad, ceil_mode=ceil)
+    (idx,), geom = y.grad_fn.saved, y.grad_fn.geo
+    rng = np.random.default_rng(0)
+    g, h = rng.standard_normal(y.shape), rng.standard_normal(shape)
+    scattered = pool_mod._max_scatter(np, g, idx, geom)
+    gathered = pool_mod._max_gather(np, h, idx, geom)
+    assert np.isclose((scattered * h).sum(), (g * gathered).sum(), rtol=1e-12, atol=1e-12)
+    h = data.draw(_special_values(shape))
+    _, arg = ref_pool(x, k, s, pad, ceil, "max")
+    expect = np.zeros(y.shape)
+    for i in np.ndindex(*y.shape):
+        expect[i] = h[i[0], i[1], arg[i][0], arg[i][1]]
+    np.testing.assert_array_equal(pool_mod._max_gather(np, h, idx, geom), expect)
+
+
+@given(geo=geometries(), include_pad=hst.booleans(), data=hst.data())
+def test_second_derivatives(geo, include_pad, data):
+    # squared, so that the upstream gradient depends on x: the recorded vjps (scatter and
+    # gather, average and its adjoint) are differentiated with respect to it
+    shape, k, s, pad, ceil = geo
+    x = data.draw(st.arrays(shape, distinct=True))
+    gradgradcheck(lambda t: ops.max_pool2d(t, k, s, pad, ceil_mode=ceil) ** 2, [x])
+    gradgradcheck(lambda t: ops.avg_pool2d(t, k, s, pad, ceil_mode=ceil,
+                                           count_include_pad=include_pad) ** 2, [x])
+
+
+def test_max_pool_hessian_closed_form():
+    # sum(max_pool(x)^2) has Hessian 2 at each window's argmax (summed over the windows
+    # that share it) and 0 elsewhere; overlapping windows share argmaxes
+    x = np.random.default_rng(3).permutation(30).reshape(1, 1, 5, 6) * 0.1
+    v = np.random.default_rng(4).standard_normal(x.shape)
+    xt = tg.tensor(x, requires_grad=True)
+    (g,) = tg.grad((ops.max_pool2d(xt, 3, 1, 1) ** 2).sum(), xt, create_graph=True)
+    (hv,) = tg.grad((g * tg.tensor(v)).sum(), xt)
+    _, arg = ref_pool(x, 3, 1, 1, False, "max")
+    expect = np.zeros_like(x)
+    for i in np.ndindex(*arg.shape[:4]):
+        r, q = arg[i]
+        expect[0, 0, r, q] += 2 * v[0, 0, r, q]
+    np.testing.assert_allclose(hv.numpy(), expect, rtol=1e-12)
+
+
+def _nested_grads(f, x, levels, w, eps=1e-6):
+    """s(x) = levels[-1](d/dx ... levels[0](df/dx)) with create_graph at every level;
+    returns <ds/dx, w> by one more backward, and by central differences."""
+    def s(a, grad):
+        xt = tg.tensor(a, requires_grad=True)
+        out = f(xt)
+        for level in levels:
+            (g,) = tg.grad(out, xt, create_graph=True)
+            out = level(g)
+        if not grad:
+            return out.item()
+        (g,) = tg.grad(out, xt)
+        return float((g.numpy() * w).sum())
+
+    return s(x, True), (s(x + eps * w, False) - s(x - eps * w, False)) / (2 * eps)
+
+
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_third_derivatives(pool):
+    # a gradient penalty ||df/dx||^2 differentiated twice more: the recorded vjp's own vjp
+    # (max: the gather of an upstream that depends on x) is recorded and differentiated
+    x = np.random.default_rng(6).permutation(2 * 7 * 6).reshape(1, 2, 7, 6) * 0.1 - 4
+    v, w = np.random.default_rng(7).standard_normal((2,) + x.shape)
+    fn = (lambda t: (ops.max_pool2d(t, 3, 2, 1, ceil_mode=True) ** 3).sum()) if pool == "max" \
+        else (lambda t: (ops.avg_pool2d(t, 3, 2, (1, 0, 0, 1)) ** 3).sum())
+    levels = [lambda g: (g * g).sum(), lambda g: (g * tg.tensor(v)).sum()]
+    analytic, numeric = _nested_grads(fn, x, levels, w)
+    assert analytic == pytest.approx(numeric, rel=1e-6, abs=1e-8)
+
+
+@pytest.mark.parametrize("ceil", [False, True])
+def test_second_derivatives_against_torch(ceil):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(5)
+    x = rng.permutation(2 * 3 * 7 * 6).reshape(2, 3, 7, 6) * 0.01 - 1.2
+    u = rng.standard_normal(x.shape)
+    for ours, theirs in [
+            (lambda t: ops.max_pool2d(t, 3, 2, 1, ceil_mode=ceil),
+             lambda t: F.max_pool2d(t, 3, 2, 1, ceil_mode=ceil)),
+            (lambda t: ops.avg_pool2d(t, 3, 2, 1, ceil_mode=ceil, count_include_pad=False),
+             lambda t: F.avg_pool2d(t, 3, 2, 1, ceil_mode=ceil, count_include_pad=False))]:
+        # a conv-free chain: pool, then a nonlinearity, then pool's adjoint through tanh
+        xt, xr = tg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        yt = ops.tanh(ours(ops.tanh(xt) * xt))
+        yr = torch.tanh(theirs(torch.tanh(xr) * xr))
+        c = rng.standard_normal(yr.shape)
+        (gt,) = tg.grad((yt * tg.tensor(c)).sum(), xt, create_graph=True)
+        (gr,) = torch.autograd.grad((yr * torch.tensor(c)).sum(), xr, create_graph=True)
+        (ht,) = tg.grad((gt * tg.tensor(u)).sum(), xt)
+        (hr,) = torch.autograd.grad((gr * torch.tensor(u)).sum(), xr)
+        np.testing.assert_allclose(gt.numpy(), gr.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(ht.numpy(), hr.numpy(), rtol=1e-9, atol=1e-11)
