@@ -3,7 +3,8 @@ side by side. Everything here is also reachable as ``tapegrad.ops.NAME``.
 
 Families: elementwise, activation, reduction, shape, linalg (the core), and
 the layer set: conv, pool, normalization, losses, vl_loss (MatConvNet's
-vl_nnloss), dropout, distance, embedding. No family module shares a name with an op
+vl_nnloss), dropout, distance, embedding, resample (adaptive pooling,
+interpolation, pixel shuffle). No family module shares a name with an op
 (``ops.loss`` is MatConvNet's loss function, ``ops.norm`` a vector norm).
 """
 
@@ -19,12 +20,13 @@ from . import (
     normalization,
     pool,
     reduction,
+    resample,
     shape,
     vl_loss,
 )
 
 FAMILIES = (elementwise, activation, reduction, shape, linalg, conv, pool, normalization, losses,
-            vl_loss, dropout, distance, embedding)
+            vl_loss, dropout, distance, embedding, resample)
 __all__ = [name for fam in FAMILIES for name in fam.__all__]
 
 from .activation import *  # noqa: E402, F403
@@ -39,5 +41,6 @@ from .losses import *  # noqa: E402, F403
 from .normalization import *  # noqa: E402, F403
 from .pool import *  # noqa: E402, F403
 from .reduction import *  # noqa: E402, F403
+from .resample import *  # noqa: E402, F403
 from .shape import *  # noqa: E402, F403
 from .vl_loss import *  # noqa: E402, F403
