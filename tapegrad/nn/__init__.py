@@ -8,20 +8,38 @@
 """
 
 from . import functional, init, utils
-from .activation import LeakyReLU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
-from .container import ModuleList, Sequential
+from .activation import (
+    ELU,
+    GELU,
+    LeakyReLU,
+    LogSoftmax,
+    PReLU,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Tanh,
+)
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv2d, ConvTranspose2d
-from .linear import Dropout, Flatten, Identity, Linear
-from .loss import CrossEntropyLoss, MSELoss
+from .linear import Dropout, Dropout2d, Flatten, Identity, Linear, Unflatten
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import IncompatibleKeys, Module, StateDictError
-from .normalization import BatchNorm1d, BatchNorm2d, LocalResponseNorm
+from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, LocalResponseNorm
 from .parameter import Parameter
-from .pooling import AvgPool2d, MaxPool2d
+from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
+from .resample import PixelShuffle, PixelUnshuffle, Upsample
+from .sparse import Embedding
 
 __all__ = [
     "Module", "Parameter", "StateDictError", "IncompatibleKeys", "Sequential", "ModuleList",
-    "Identity", "Linear", "Flatten", "Dropout", "Conv2d", "ConvTranspose2d", "MaxPool2d",
-    "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "LocalResponseNorm", "ReLU", "LeakyReLU",
-    "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "CrossEntropyLoss", "MSELoss", "init", "utils",
+    "ModuleDict", "ParameterList", "ParameterDict", "Identity", "Linear", "Flatten",
+    "Unflatten", "Dropout", "Dropout2d", "Embedding", "NLLLoss", "L1Loss", "SmoothL1Loss",
+    "BCEWithLogitsLoss", "Conv2d", "ConvTranspose2d", "MaxPool2d",
+    "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample", "PixelShuffle",
+    "PixelUnshuffle", "BatchNorm1d", "BatchNorm2d", "LocalResponseNorm", "ReLU", "LeakyReLU",
+    "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "GELU", "SiLU", "ELU", "Softplus", "PReLU",
+    "LayerNorm", "GroupNorm", "CrossEntropyLoss", "MSELoss", "init", "utils",
     "functional",
 ]

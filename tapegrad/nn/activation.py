@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import numbers
+
 from .. import ops
+from ..errors import ArgumentError
+from ..ops.activation import GELU_APPROXIMATIONS
+from . import init as _init
+from ._util import new_param
 from .module import Module
 
-__all__ = ["ReLU", "LeakyReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax"]
+__all__ = ["ReLU", "LeakyReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "GELU", "SiLU", "ELU",
+           "Softplus", "PReLU"]
 
 
 class ReLU(Module):
@@ -84,3 +91,100 @@ class LogSoftmax(Softmax):
 
     def forward(self, x):
         return ops.log_softmax(x, axis=self.dim)
+
+
+class GELU(Module):
+    """GELU, ``x * Phi(x)``; ``approximate="tanh"`` for PyTorch's tanh form.
+
+    >>> nn.GELU()(x)
+    """
+
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        if not isinstance(approximate, str) or approximate not in GELU_APPROXIMATIONS:
+            raise ArgumentError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x):
+        return ops.gelu(x, approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    """SiLU (swish), ``x * sigmoid(x)``. ``inplace`` is accepted for PyTorch
+    compatibility and ignored: the result is always a new tensor.
+
+    >>> nn.SiLU()(x)
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+
+    def forward(self, x):
+        return ops.silu(x)
+
+
+class ELU(Module):
+    """ELU: ``x`` for x > 0, ``alpha * (exp(x) - 1)`` otherwise (``inplace`` ignored,
+    as for :class:`ReLU`).
+
+    >>> nn.ELU(alpha=1.0)
+    """
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x):
+        return ops.elu(x, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}"
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta * x)) / beta``, and ``x`` where ``beta * x > threshold``.
+
+    >>> nn.Softplus(beta=2.0, threshold=20.0)
+    """
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, x):
+        return ops.softplus(x, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class PReLU(Module):
+    """PReLU: ``x`` for x > 0, ``weight * x`` otherwise, with a learnt ``weight`` of
+    ``num_parameters`` slopes (1, or the channel count of axis 1), each ``init``.
+
+    >>> nn.PReLU(64)(tapegrad.randn(8, 64, 16, 16))
+    """
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        if isinstance(num_parameters, bool) or not isinstance(num_parameters, numbers.Integral) \
+                or num_parameters < 1:
+            raise ArgumentError(f"PReLU: num_parameters must be a positive int, got "
+                                f"{num_parameters!r}")
+        self.num_parameters = int(num_parameters)
+        self.init = init
+        self.weight = new_param((self.num_parameters,), device, dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        _init.constant_(self.weight, self.init)
+
+    def forward(self, x):
+        return ops.prelu(x, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"

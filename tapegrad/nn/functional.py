@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import ArgumentError, ShapeError, describe
 from ..ops import *  # noqa: F403
 from ..ops import __all__, getitem  # noqa: F401 - re-exported
+from ..ops import activation as _activation
 from ..ops import pad as _numpy_pad
 
 # index arrays of the non-constant modes are NumPy's pad of arange(n)
@@ -127,3 +128,33 @@ def _mode_index(mode, axis, size, before, after, where):
                             f"smaller than its size {size}; {where}")
     idx = np.pad(np.arange(size), (_grow(before), _grow(after)), mode=_NUMPY_MODE[mode])
     return idx[_crop(before):idx.size - _crop(after)]
+
+
+# ---------------------------------------------- activations and norms, PyTorch's options
+# F.gelu, F.softplus, F.prelu, F.layer_norm and F.group_norm are the ops themselves
+# (from the star import above): their signatures are PyTorch's, ``input=`` included.
+# F.silu and F.elu add PyTorch's ``inplace``.
+
+
+def silu(input, inplace=False):  # noqa: A002 - PyTorch's names
+    """PyTorch's ``F.silu``: :func:`tapegrad.ops.silu`. ``inplace`` is accepted and
+    ignored, as by ``nn.SiLU``: the result is always a new tensor.
+
+    >>> F.silu(x)
+    """
+    return _activation.silu(input)
+
+
+def elu(input, alpha=1.0, inplace=False):  # noqa: A002 - PyTorch's names
+    """PyTorch's ``F.elu``: :func:`tapegrad.ops.elu`, ``inplace`` ignored (as by
+    ``nn.ELU``).
+
+    >>> F.elu(x, alpha=0.5)
+    """
+    return _activation.elu(input, alpha)
+
+
+# ------------------------------------------------------------------ resampling
+# F.adaptive_avg_pool2d, F.adaptive_max_pool2d, F.interpolate, F.pixel_shuffle and
+# F.pixel_unshuffle are the ops themselves (from the star import above), with PyTorch's
+# signatures, ``input=`` included.

@@ -1,13 +1,14 @@
-"""Fully connected layer, Identity, Flatten, Dropout."""
+"""Fully connected layer, Identity, Flatten/Unflatten, Dropout/Dropout2d."""
 
 from __future__ import annotations
 
 from .. import ops
+from ..args import normalize_axis
 from ..errors import ArgumentError
 from ._util import default_reset, new_param
 from .module import Module
 
-__all__ = ["Identity", "Linear", "Flatten", "Dropout"]
+__all__ = ["Identity", "Linear", "Flatten", "Unflatten", "Dropout", "Dropout2d"]
 
 
 class Identity(Module):
@@ -73,6 +74,26 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
+class Unflatten(Module):
+    """Split axis ``dim`` into ``unflattened_size`` (PyTorch's ``nn.Unflatten``; one
+    size may be -1).
+
+    >>> nn.Unflatten(1, (3, 4, 4))(tapegrad.zeros(2, 48)).shape   # (2, 3, 4, 4)
+    """
+
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim = dim
+        self.unflattened_size = tuple(unflattened_size)
+
+    def forward(self, x):
+        d = normalize_axis("Unflatten", x.shape, self.dim)
+        return x.reshape(x.shape[:d] + self.unflattened_size + x.shape[d + 1:])
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
 class Dropout(Module):
     """Zero each element with probability ``p`` in training mode (scaling the
     rest by 1/(1-p)); the identity in eval mode. Masks come from the global
@@ -92,3 +113,14 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}"
+
+
+class Dropout2d(Dropout):
+    """Zero whole channels of an (N, C, H, W) input with probability ``p`` in
+    training mode (:func:`tapegrad.ops.dropout2d`).
+
+    >>> nn.Dropout2d(0.2)
+    """
+
+    def forward(self, x):
+        return ops.dropout2d(x, self.p, self.training)

@@ -1,17 +1,20 @@
-"""Batch normalisation and local response normalisation layers."""
+"""Batch, layer, group and local response normalisation layers."""
 
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
 from .. import ops
 from ..creation import ones, zeros
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
+from ..ops.normalization import _normalized_shape
 from . import init
 from ._util import new_param
 from .module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LocalResponseNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "LocalResponseNorm"]
 
 
 class _BatchNorm(Module):
@@ -118,3 +121,86 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _affine(layer, shape, affine, bias, device, dtype):
+    """Register ``weight`` and ``bias`` of ``shape`` (None where off) and initialise them."""
+    if affine:
+        layer.weight = new_param(shape, device, dtype)
+    else:
+        layer.register_parameter("weight", None)
+    if affine and bias:
+        layer.bias = new_param(shape, device, dtype)
+    else:
+        layer.register_parameter("bias", None)
+    layer.reset_parameters()
+
+
+class LayerNorm(Module):
+    """Layer norm over the trailing ``normalized_shape`` axes, as ``torch.nn.LayerNorm``:
+    ``weight`` (ones) and ``bias`` (zeros) of shape ``normalized_shape`` with
+    ``elementwise_affine`` (``bias=False`` drops the bias alone).
+
+    >>> nn.LayerNorm(768)(tapegrad.randn(4, 16, 768))
+    """
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, device=None, dtype=None):
+        super().__init__()
+        self.normalized_shape = _normalized_shape("LayerNorm", normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        _affine(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, x):
+        return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class GroupNorm(Module):
+    """Group norm of ``(N, C, *)`` input, as ``torch.nn.GroupNorm``: ``num_channels``
+    in ``num_groups`` groups; with ``affine``, a per-channel ``weight`` (ones) and
+    ``bias`` (zeros; ``bias=False`` drops it).
+
+    >>> nn.GroupNorm(8, 32)(tapegrad.randn(2, 32, 16, 16))
+    """
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
+                 affine: bool = True, device=None, dtype=None, *, bias: bool = True):
+        super().__init__()
+        for name, v in (("num_groups", num_groups), ("num_channels", num_channels)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise ArgumentError(f"GroupNorm: {name} must be a positive int, got {v!r}")
+        if num_channels % num_groups:
+            raise ArgumentError(f"GroupNorm: num_channels={num_channels} must be divisible by "
+                                f"num_groups={num_groups}")
+        self.num_groups = int(num_groups)
+        self.num_channels = int(num_channels)
+        self.eps = eps
+        self.affine = affine
+        _affine(self, (self.num_channels,), affine, bias, device, dtype)
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, x):
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise ShapeError(f"GroupNorm({self.num_groups}, {self.num_channels}): expected input "
+                             f"of shape (N, {self.num_channels}, *), got {tuple(x.shape)}")
+        return ops.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")

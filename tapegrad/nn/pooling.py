@@ -1,11 +1,11 @@
-"""Max and average pooling layers."""
+"""Max and average pooling layers: fixed windows, and adaptive (fixed output size)."""
 
 from __future__ import annotations
 
 from .. import ops
 from .module import Module
 
-__all__ = ["MaxPool2d", "AvgPool2d"]
+__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"]
 
 
 class MaxPool2d(Module):
@@ -53,3 +53,40 @@ class AvgPool2d(Module):
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
                 f"padding={self.padding}")
+
+
+class AdaptiveAvgPool2d(Module):
+    """Average pooling to a fixed ``output_size`` (an int, or ``(h, w)`` where
+    None keeps that size), whatever the input size: PyTorch's bins.
+
+    >>> nn.AdaptiveAvgPool2d((1, 1))(tapegrad.zeros(2, 512, 7, 7)).shape   # (2, 512, 1, 1)
+    """
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x):
+        return ops.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool2d(Module):
+    """Max pooling to a fixed ``output_size`` (as :class:`AdaptiveAvgPool2d`);
+    ``return_indices=True`` also returns each maximum's flat index in its plane.
+
+    >>> y, idx = nn.AdaptiveMaxPool2d(3, return_indices=True)(tapegrad.zeros(1, 2, 7, 7))
+    """
+
+    def __init__(self, output_size, return_indices: bool = False):
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def forward(self, x):
+        return ops.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"

@@ -73,3 +73,39 @@ def test_from_pytorch_runs_on_tapegrad_and_its_original_on_torch(tmp_path):
                           timeout=300, env={**os.environ, "TAPEGRAD_EXAMPLE_EPOCHS": "2"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _accuracies(proc.stdout)[-1] > 90.0
+
+
+def _floats(pattern, out):
+    return [float(v) for v in re.findall(pattern, out)]
+
+
+def test_wgan_gp_digits_checks_the_penalty_gradient_and_trains():
+    pytest.importorskip("sklearn")
+    out = _run("wgan_gp_digits.py", env={"TAPEGRAD_EXAMPLE_STEPS": "5"})
+    (rel,) = _floats(r"penalty gradient check: .* relative error ([\d.e+-]+)", out)
+    assert rel < 1e-6
+    norms = _floats(r"mean gradient norm ([\d.]+)", out)
+    penalties = _floats(r"gradient penalty ([\d.]+)", out)
+    assert len(norms) == len(penalties) == 5
+    assert abs(norms[-1] - 1) < abs(norms[0] - 1) and penalties[-1] < penalties[0]
+    assert all(w > 0 for w in _floats(r"Wasserstein estimate ([-\d.]+)", out))
+    rows = out.splitlines()[-8:]  # six 8x8 samples as text, two characters a pixel
+    assert all(len(r) == 6 * 16 + 5 * 3 and set(r) <= set(" .:-=+*#%@") for r in rows)
+
+
+def test_hvp_lenet_matches_central_differences():
+    pytest.importorskip("sklearn")
+    out = _run("hvp_lenet.py", "--power-iterations", "3", env={"TAPEGRAD_EXAMPLE_EPOCHS": "1"})
+    (rel,) = _floats(r"H v against central differences.* relative error ([\d.e+-]+)", out)
+    assert rel < 1e-7
+    (eig,) = _floats(r"largest Hessian eigenvalue .*: ([-\d.]+)", out)
+    assert eig > 0  # a cross-entropy loss is locally convex in its largest direction
+
+
+def test_maml_step_meta_gradient_and_adaptation():
+    pytest.importorskip("sklearn")
+    out = _run("maml_step.py", env={"TAPEGRAD_EXAMPLE_ITERS": "40"})
+    (rel,) = _floats(r"meta-gradient check .* worst relative error ([\d.e+-]+)", out)
+    assert rel < 1e-6
+    without, initial, learned = _floats(r"([\d.]+)% (?:without|after)", out)
+    assert learned > initial + 10 and learned > without + 10  # 40 iterations already help
