@@ -44,7 +44,7 @@ cat = concatenate = ops.concatenate
 stack = ops.stack
 where = ops.where
 flatten, reshape, matmul = ops.flatten, ops.reshape, ops.matmul
-exp, log, sqrt, abs = ops.exp, ops.log, ops.sqrt, ops.abs  # noqa: A001
+exp, log, log1p, sqrt, abs = ops.exp, ops.log, ops.log1p, ops.sqrt, ops.abs  # noqa: A001
 sigmoid, tanh, relu = ops.sigmoid, ops.tanh, ops.relu
 softmax, log_softmax = ops.softmax, ops.log_softmax
 sum, mean = ops.sum, ops.mean  # noqa: A001
@@ -86,8 +86,8 @@ __all__ = [
     "zeros", "ones", "full", "empty", "eye", "arange", "linspace", "randn", "rand", "randint",
     "zeros_like", "ones_like", "full_like", "randn_like", "rand_like", "from_numpy",
     "as_tensor", "is_tensor", "cat", "concatenate", "stack", "where", "flatten", "reshape",
-    "matmul", "exp", "log", "sqrt", "abs", "sigmoid", "tanh", "relu", "softmax", "log_softmax",
-    "sum", "mean", "clamp", "maximum", "minimum",
+    "matmul", "exp", "log", "log1p", "sqrt", "abs", "sigmoid", "tanh", "relu", "softmax",
+    "log_softmax", "sum", "mean", "clamp", "maximum", "minimum",
     "float16", "half", "float32", "float", "float64", "double", "int8", "uint8", "int16",
     "short", "int32", "int", "int64", "long", "bool", "complex64", "complex128",
     "ops", "errors", "nn", "optim", "data", "testing", "save", "load",

@@ -410,6 +410,9 @@ class TensorMethods:
     def log(self):
         return _ops.log(self)
 
+    def log1p(self):
+        return _ops.log1p(self)
+
     def sqrt(self):
         return _ops.sqrt(self)
 

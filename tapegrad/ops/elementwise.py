@@ -15,7 +15,7 @@ from ..errors import ArgumentError, DTypeError, describe
 from ..tape import Function
 from ..tensor import Tensor, _wrap
 
-__all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "abs", "sign",
+__all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "log1p", "sqrt", "abs", "sign",
            "maximum", "minimum", "where", "clip", "cast"]
 
 
@@ -216,6 +216,28 @@ def log(x):
     >>> ops.log(x)
     """
     return Log.apply(x)
+
+
+class Log1p(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.log1p(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / (1 + x)
+
+
+def log1p(x):
+    """``log(1 + x)``, accurate for small ``x``.
+
+    >>> ops.log1p(x)
+    """
+    return Log1p.apply(x)
 
 
 class Sqrt(Function):

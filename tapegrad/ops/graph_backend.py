@@ -16,6 +16,7 @@ class TensorBackend:
 
     exp = staticmethod(elementwise.exp)
     log = staticmethod(elementwise.log)
+    log1p = staticmethod(elementwise.log1p)
     sqrt = staticmethod(elementwise.sqrt)
     abs = staticmethod(elementwise.abs)
     sign = staticmethod(elementwise.sign)

@@ -460,6 +460,11 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
 # ---------------------------------------------------- binary cross-entropy
 
 class BCEWithLogits(Function):
+    """The vjp uses only differentiable operations (``weight`` and ``pos_weight``
+    are constants), so it is recorded as it stands under create_graph."""
+
+    differentiable_twice = True
+
     @staticmethod
     def forward(ctx, x, t, weight=None, pos_weight=None, denom=1):
         xp = ctx.xp

@@ -515,3 +515,21 @@ def test_float16_losses_sum_in_float32(loss):
     out = loss(_t(x16))
     assert out.dtype == np.float16
     assert out.item() == pytest.approx(loss(_t(x16.astype(np.float64))).item(), rel=1e-3)
+
+
+def test_bce_with_logits_second_derivatives_against_torch():
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(3)
+    x, t = r.normal(size=(4, 3)), r.uniform(0.1, 0.9, size=(4, 3))
+    pw, v = np.array([2.0, 0.5, 1.5]), r.normal(size=(4, 3))
+    for kw in ({}, {"pos_weight": pw}):
+        xa = tapegrad.tensor(x, requires_grad=True)
+        loss = ops.binary_cross_entropy_with_logits(xa, t, **kw)
+        (g,) = tapegrad.grad(loss, xa, create_graph=True)
+        (hv,) = tapegrad.grad((g * tapegrad.tensor(v)).sum(), xa)
+        xt = torch.tensor(x, requires_grad=True)
+        tkw = {"pos_weight": torch.tensor(pw)} if kw else {}
+        (gt,) = torch.autograd.grad(torch.nn.functional.binary_cross_entropy_with_logits(
+            xt, torch.tensor(t), **tkw), xt, create_graph=True)
+        (hvt,) = torch.autograd.grad((gt * torch.tensor(v)).sum(), xt)
+        np.testing.assert_allclose(hv.numpy(), hvt.numpy(), rtol=1e-10, atol=1e-12)

@@ -46,6 +46,7 @@ SPECS = [
            reference=np.power),
     OpSpec("exp", ops.exp, _any((2, 3)), reference=np.exp),
     OpSpec("log", ops.log, _pos((2, 3)), reference=np.log),
+    OpSpec("log1p", ops.log1p, _pos((2, 3)), reference=np.log1p),
     OpSpec("sqrt", ops.sqrt, _pos((2, 3)), reference=np.sqrt),
     OpSpec("abs", ops.abs, _away_from_zero, reference=np.abs),
     OpSpec("maximum", ops.maximum, _apart, reference=np.maximum,
