@@ -104,23 +104,29 @@ class BatchNorm2d(_BatchNorm):
 
 class LocalResponseNorm(Module):
     """AlexNet's cross-channel normalisation:
-    ``x / (k + alpha/size * sum_{window} x**2) ** beta``.
+    ``x / (k + alpha/size * sum_{window} x**2) ** beta`` (Caffe's and PyTorch's);
+    ``alpha_over_size=False`` is MatConvNet's ``vl_nnnormalize`` (alpha not
+    divided by the window size).
 
     >>> nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=2.0)   # AlexNet's
     """
 
-    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0,
+                 alpha_over_size: bool = True):
         super().__init__()
         self.size = size
         self.alpha = alpha
         self.beta = beta
         self.k = k
+        self.alpha_over_size = alpha_over_size
 
     def forward(self, x):
-        return ops.local_response_norm(x, self.size, self.alpha, self.beta, self.k)
+        return ops.local_response_norm(x, self.size, self.alpha, self.beta, self.k,
+                                       self.alpha_over_size)
 
     def extra_repr(self):
-        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+        s = f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+        return s if self.alpha_over_size else s + ", alpha_over_size=False"
 
 
 def _affine(layer, shape, affine, bias, device, dtype):

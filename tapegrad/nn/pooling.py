@@ -51,8 +51,12 @@ class AvgPool2d(Module):
                               self.count_include_pad)
 
     def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"padding={self.padding}")
+        s = f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        if self.ceil_mode:
+            s += ", ceil_mode=True"
+        if not self.count_include_pad:
+            s += ", count_include_pad=False"
+        return s
 
 
 class AdaptiveAvgPool2d(Module):

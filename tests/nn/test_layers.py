@@ -288,3 +288,17 @@ def test_softmax_layers_default_to_the_ops_axis():
     np.testing.assert_allclose(nn.Softmax()(x).numpy(), ops.softmax(x).numpy())
     want = np.log(np.full((2, 3), 1 / 3))
     np.testing.assert_allclose(nn.LogSoftmax()(tg.ones(2, 3)).numpy(), want, rtol=1e-6)
+
+
+def test_layers_expose_their_ops_conventions_and_show_them():
+    x = tg.randn(2, 6, 5, 5)
+    lrn = nn.LocalResponseNorm(3, alpha=0.1, alpha_over_size=False)
+    np.testing.assert_allclose(
+        lrn(x).numpy(), tg.ops.local_response_norm(x, 3, 0.1, 0.75, 1.0, False).numpy())
+    assert repr(lrn).endswith("alpha_over_size=False)")
+    assert "alpha_over_size" not in repr(nn.LocalResponseNorm(3))
+    pool = nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False)
+    assert repr(pool) == ("AvgPool2d(kernel_size=3, stride=2, padding=1, ceil_mode=True, "
+                          "count_include_pad=False)")
+    assert repr(nn.AvgPool2d(2)) == "AvgPool2d(kernel_size=2, stride=2, padding=0)"
+    np.testing.assert_allclose(pool(x).numpy(), tg.ops.avg_pool2d(x, 3, 2, 1, True, False).numpy())
