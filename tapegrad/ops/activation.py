@@ -347,19 +347,26 @@ class GELU(Function):
     def forward(ctx, x, approximate):
         xp = ctx.xp
         xa = upcast(x)  # float16: in float32
+        cdf = None
         if approximate == "tanh":
             out = xa * (0.5 * (1 + xp.tanh(_GELU_BETA * (xa + _GELU_KAPPA * (xa * xa * xa)))))
         else:
-            out = xa * _normal_cdf(xp, xa)
+            cdf = _normal_cdf(xp, xa)  # kept: the erf is most of the cost, and backward needs it
+            out = xa * cdf
         ctx.approximate = approximate
-        ctx.save_for_backward(x)
+        if cdf is None:
+            ctx.save_for_backward(x)
+        else:
+            ctx.save_for_backward(x, cdf)
         return downcast(out, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
-        (x,) = ctx.saved_tensors
+        x, *cdf = ctx.saved_tensors
         x = upcast(x)
+        # the forward's Phi, except under create_graph: there Phi is recomputed from x (recorded)
+        cdf = cdf[0] if cdf and not isinstance(x, Tensor) else None
         if ctx.approximate == "tanh":
             # d/dx 0.5 x (1 + t), t = tanh(beta (x + kappa x^3)):
             # 0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2)
@@ -367,7 +374,9 @@ class GELU(Function):
             t = xp.tanh(_GELU_BETA * (x + _GELU_KAPPA * (x2 * x)))
             d = 0.5 * (1 + t) + (0.5 * _GELU_BETA) * x * (1 - t * t) * (1 + 3 * _GELU_KAPPA * x2)
         else:
-            d = _normal_cdf(xp, x) + x * (xp.exp(-0.5 * (x * x)) * _INV_SQRT_2PI)  # Phi + x phi
+            if cdf is None:
+                cdf = _normal_cdf(xp, x)
+            d = cdf + x * (xp.exp(-0.5 * (x * x)) * _INV_SQRT_2PI)  # Phi + x phi
         return g * d, None
 
 

