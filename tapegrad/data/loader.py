@@ -51,7 +51,16 @@ class DataLoader:
     """
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
-                 drop_last: bool = False, seed: int | None = None, device="cpu"):
+                 drop_last: bool = False, seed: int | None = None, device="cpu", *,
+                 num_workers: int = 0, pin_memory: bool = False,
+                 persistent_workers: bool = False):
+        # PyTorch's worker/pinning options change only how fast batches arrive, never
+        # which: batches are built in this process, vectorised, so they are accepted
+        # (a PyTorch script runs unchanged) and have no effect
+        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) \
+                or num_workers < 0:
+            raise ArgumentError(f"DataLoader: num_workers must be an int >= 0, got "
+                                f"{num_workers!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
                 or batch_size < 1:
             raise ArgumentError(f"DataLoader: batch_size must be a positive int, got "

@@ -98,3 +98,13 @@ def test_errors():
         TensorDataset()
     with pytest.raises(ArgumentError, match="batch_size"):
         DataLoader(_ds(), batch_size=0)
+
+
+def test_pytorchs_worker_options_are_accepted_and_change_nothing():
+    ds = TensorDataset(np.arange(10.0), np.arange(10))
+    plain = [x.tolist() for x, _ in DataLoader(ds, 4, shuffle=True, seed=1)]
+    torchy = DataLoader(ds, 4, shuffle=True, seed=1, num_workers=2, pin_memory=True,
+                        persistent_workers=True)
+    assert [x.tolist() for x, _ in torchy] == plain
+    with pytest.raises(ArgumentError, match="num_workers"):
+        DataLoader(ds, 4, num_workers=-1)
