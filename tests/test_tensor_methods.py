@@ -255,3 +255,23 @@ def test_against_torch():
         np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-12)
     assert x.argmax().item() == xt.argmax().item()
     assert x.argmax(dim=1, keepdim=True).tolist() == xt.argmax(dim=1, keepdim=True).tolist()
+
+
+def test_every_axis_taking_function_also_takes_dim():
+    """The rule, not a list: a public op or Tensor method with ``axis=``/``keepdims=``
+    accepts PyTorch's ``dim=``/``keepdim=`` too (through args.torch_names)."""
+    import inspect
+
+    from tapegrad.tensor_methods import TensorMethods
+
+    found = [(f"ops.{n}", getattr(tg.ops, n)) for n in tg.ops.__all__]
+    found += [(f"Tensor.{n}", f) for n, f in vars(TensorMethods).items()
+              if callable(f) and not n.startswith("_") and n not in ("max", "min")]
+    missing = []
+    for name, f in found:
+        params = inspect.signature(f).parameters
+        if ("axis" in params or "keepdims" in params) and not hasattr(f, "__wrapped__"):
+            missing.append(name)
+    assert not missing
+    # Tensor.max/min take both spellings themselves
+    assert _x().max(dim=1).values.shape == _x().max(axis=1).values.shape == (3,)
