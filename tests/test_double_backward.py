@@ -11,7 +11,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad import ops
-from tapegrad.ops import conv, losses, normalization, pool
+from tapegrad.ops import conv, localnorm, losses, normalization, pool
 
 T = np.array([0, 2, 1, 2, 0, 1])  # six targets of three classes
 TS = np.array([[[0, 2], [1, -100]], [[2, 2], [0, 1]]])  # (N, H, W), one ignored
@@ -57,7 +57,7 @@ def _stats(c):
 
 @pytest.mark.parametrize("fn", [conv.Conv2d, conv.ConvTranspose2d, pool.MaxPool2d,
                                 pool.AvgPool2d, normalization.BatchNorm,
-                                normalization.LocalResponseNorm, normalization.SpNorm,
+                                localnorm.LocalResponseNorm, localnorm.SpNorm,
                                 losses.CrossEntropy, losses.NLLLoss])
 def test_the_layer_ops_are_twice_differentiable(fn):
     assert fn.differentiable_twice

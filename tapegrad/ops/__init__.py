@@ -2,7 +2,8 @@
 side by side. Everything here is also reachable as ``tapegrad.ops.NAME``.
 
 Families: elementwise, activation, reduction, shape, linalg (the core), and
-the layer set: conv, pool, normalization, losses, vl_loss (MatConvNet's
+the layer set: conv, pool, normalization (batch, layer and group norm),
+localnorm (LRN, MatConvNet's spnorm and noffset), losses, vl_loss (MatConvNet's
 vl_nnloss), dropout, distance, embedding, resample (adaptive pooling,
 interpolation, pixel shuffle). No family module shares a name with an op
 (``ops.loss`` is MatConvNet's loss function, ``ops.norm`` a vector norm).
@@ -16,6 +17,7 @@ from . import (
     elementwise,
     embedding,
     linalg,
+    localnorm,
     losses,
     normalization,
     pool,
@@ -25,8 +27,8 @@ from . import (
     vl_loss,
 )
 
-FAMILIES = (elementwise, activation, reduction, shape, linalg, conv, pool, normalization, losses,
-            vl_loss, dropout, distance, embedding, resample)
+FAMILIES = (elementwise, activation, reduction, shape, linalg, conv, pool, normalization,
+            localnorm, losses, vl_loss, dropout, distance, embedding, resample)
 __all__ = [name for fam in FAMILIES for name in fam.__all__]
 
 from .activation import *  # noqa: E402, F403
@@ -37,6 +39,7 @@ from .elementwise import *  # noqa: E402, F403
 from .elementwise import Add, Div, Mul, Neg, Pow, Sub  # noqa: E402, F401  (Tensor operators)
 from .embedding import *  # noqa: E402, F403
 from .linalg import *  # noqa: E402, F403
+from .localnorm import *  # noqa: E402, F403
 from .losses import *  # noqa: E402, F403
 from .normalization import *  # noqa: E402, F403
 from .pool import *  # noqa: E402, F403

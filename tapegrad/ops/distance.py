@@ -11,27 +11,37 @@ from .reduction import downcast, upcast
 __all__ = ["pdist"]
 
 
+def _power_sum(xp, d, p):
+    """``sum_c |d|^p`` over axis 1, keeping it: (N, C, *S) -> (N, 1, *S); arrays, or
+    Tensors under create_graph."""
+    if p == 1:
+        return xp.abs(d).sum(axis=1, keepdims=True)
+    if p == 2:
+        return (d * d).sum(axis=1, keepdims=True)
+    return (xp.abs(d) ** p).sum(axis=1, keepdims=True)
+
+
 class PDist(Function):
     """``y = (sum_c |x - x0|^p)^(1/p)`` over axis 1, keeping it (size 1)."""
+
+    differentiable_twice = True  # under create_graph d and s are recomputed from x, x0
 
     @staticmethod
     def forward(ctx, x, x0, p=2.0, no_root=False, epsilon=1e-6, aggregate=False, weights=None):
         xp = ctx.xp
         dtype = x.dtype
         d = upcast(x) - upcast(x0)  # (N, C, *S): x0 broadcasts to x; float16 in float32
-        if p == 1:
-            s = xp.abs(d).sum(axis=1, keepdims=True)  # (N, 1, *S)
+        s = _power_sum(xp, d, p)  # (N, 1, *S)
+        if p == 1 or no_root:
             y = s
-        elif p == 2:
-            s = (d * d).sum(axis=1, keepdims=True)
-            y = s if no_root else xp.sqrt(s)
         else:
-            s = (xp.abs(d) ** p).sum(axis=1, keepdims=True)
-            y = s if no_root else s ** (1 / p)
+            y = xp.sqrt(s) if p == 2 else s ** (1 / p)
         if weights is not None:
             y = y * weights
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            ctx.save_for_backward(d, s, weights)
+            # x and x0 only for a recorded backward (create_graph), where d and s must
+            # depend on them; the first-order rule reads d and s
+            ctx.save_for_backward(x, x0, d, s, weights)
             ctx.opts = (p, no_root, epsilon)
         if aggregate:
             return downcast(xp.asarray(y.sum()), dtype)
@@ -39,9 +49,13 @@ class PDist(Function):
 
     @staticmethod
     def backward(ctx, g):
-        d, s, w = ctx.saved_tensors
+        x, x0, d, s, w = ctx.saved_tensors
         p, no_root, eps = ctx.opts
         xp = ctx.xp
+        if ctx._graph:  # the saved d and s are constants there: recorded from x and x0
+            d = upcast(x) - upcast(x0)
+            if p != 1 and not no_root:
+                s = _power_sum(xp, d, p)
         if w is not None:
             g = g * w  # (N, 1, *S), or a scalar times the weights when aggregated
         # MatConvNet's derivatives; epsilon bounds what is divided by (or raised

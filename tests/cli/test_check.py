@@ -4,7 +4,8 @@ import numpy as np
 
 import tapegrad as tg
 from tapegrad.cli import check, main
-from tapegrad.ops.normalization import NOffset
+from tapegrad.ops import distance
+from tapegrad.ops.localnorm import NOffset
 from tapegrad.testing.specs import OpSpec
 
 
@@ -20,7 +21,8 @@ def test_check_passes_and_prints_a_row_per_spec(capsys):
     assert out.strip().endswith("0 failed on cpu")
 
 
-def test_check_marks_ops_without_second_derivatives(capsys):
+def test_check_marks_ops_without_second_derivatives(monkeypatch, capsys):
+    monkeypatch.setattr(NOffset, "differentiable_twice", False)  # as if it were once only
     assert main(["check", "--only", "noffset"]) == 0
     out = capsys.readouterr().out
     assert _row(out, "noffset")[1:3] == ["pass", "-"]
@@ -39,11 +41,16 @@ def test_check_reports_failures_and_exits_1(monkeypatch, capsys):
 
 
 def test_check_fails_a_wrong_second_derivative(monkeypatch, capsys):
-    # noffset's vjp reads saved arrays that are constants under create_graph:
-    # were it marked twice differentiable, its second derivative would be wrong
-    monkeypatch.setattr(NOffset, "differentiable_twice", True)
-    assert main(["check", "--only", "noffset"]) == 1
-    assert _row(capsys.readouterr().out, "noffset")[1:3] == ["pass", "FAIL"]
+    # pdist's recorded vjp recomputes s = sum |x - x0|^p from x and x0; were s a
+    # constant there (as the saved one is), its second derivative would be wrong
+    power_sum = distance._power_sum
+
+    def constant_s(xp, d, p):
+        return power_sum(xp, d.detach() if isinstance(d, tg.Tensor) else d, p)
+
+    monkeypatch.setattr(distance, "_power_sum", constant_s)
+    assert main(["check", "--only", "pdist"]) == 1
+    assert _row(capsys.readouterr().out, "pdist")[1:3] == ["pass", "FAIL"]
 
 
 def test_check_unknown_device_is_one_line(capsys):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import tapegrad
 from tapegrad import ops
 from tapegrad.errors import ArgumentError, DTypeError, ShapeError
-from tapegrad.testing import gradcheck
+from tapegrad.testing import gradcheck, gradgradcheck
 from tapegrad.testing.reference import ref_pdist
 
 
@@ -148,3 +148,81 @@ def test_pdist_zero_size(shape):
     y.sum().backward()
     assert x.grad.shape == x0.grad.shape == shape
     assert ops.pdist(_t(np.zeros(shape)), np.zeros(shape), aggregate=True).item() == 0.0
+
+
+# ------------------------------------------------------------ second order
+
+
+@given(problems(), st.sampled_from([1, 2, 3, 0.5, 1.5]), st.booleans(), st.booleans(),
+       st.booleans(), st.sampled_from([1, 2]))
+def test_pdist_gradgradcheck(problem, p, no_root, aggregate, weighted, power):
+    # the recorded vjp against central differences of the first gradient; power=2
+    # also differentiates it with respect to its upstream gradient
+    x, x0 = problem
+    iw = np.linspace(0.5, 2.0, x.shape[0]) if weighted else None
+    gradgradcheck(lambda a, b: ops.pdist(a, b, p=p, no_root=no_root, aggregate=aggregate,
+                                         instance_weights=iw) ** power, [x, x0], atol=1e-4)
+
+
+@pytest.mark.parametrize("p", [2, 3, 1.5, 0.5])
+@pytest.mark.parametrize("no_root", [False, True])
+def test_pdist_hessian_vector_product_closed_form(p, no_root):
+    # f = sum(c * y), y = s^(1/p), s = sum_c |d|^p, d = x - x0; with a = |d|^(p-1) sign(d)
+    # and w = v - v0, the Hessian in d applied to w is
+    #   (1 - p) s^(1/p-2) a (a.w) + (p - 1) s^(1/p-1) |d|^(p-2) w      (root)
+    #   p (p - 1) |d|^(p-2) w                                           (no_root)
+    # and H v is that for x, minus it for x0
+    r = np.random.default_rng(3)
+    x, x0, v, v0 = (r.normal(size=(2, 3, 2)) for _ in range(4))
+    x = np.where(np.abs(x - x0) < 0.2, x0 + 0.5, x)
+    c = r.normal(size=(2, 1, 2))
+    xt, x0t = _t(x, True), _t(x0, True)
+    y = ops.pdist(xt, x0t, p=p, no_root=no_root)
+    gx, gx0 = tapegrad.grad((y * _t(c)).sum(), [xt, x0t], create_graph=True)
+    hx, hx0 = tapegrad.grad((gx * _t(v)).sum() + (gx0 * _t(v0)).sum(), [xt, x0t])
+    d, w = x - x0, v - v0
+    ad = np.abs(d)
+    if no_root:
+        hw = p * (p - 1) * ad ** (p - 2) * w
+    else:
+        s = (ad ** p).sum(axis=1, keepdims=True)
+        a = ad ** (p - 1) * np.sign(d)
+        hw = ((1 - p) * s ** (1 / p - 2) * a * (a * w).sum(axis=1, keepdims=True)
+              + (p - 1) * s ** (1 / p - 1) * ad ** (p - 2) * w)
+    np.testing.assert_allclose(hx.numpy(), c * hw, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(hx0.numpy(), -c * hw, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float32, 1e-4), (np.float16, 2e-2)])
+def test_pdist_second_order_keeps_the_dtype(dtype, rtol):
+    r = np.random.default_rng(4)
+    x = r.normal(size=(2, 3, 2))
+    x0 = np.zeros((2, 3, 1))
+    res = []
+    for dt in (dtype, np.float64):
+        xt = tapegrad.tensor(x.astype(dt), requires_grad=True)
+        (g,) = tapegrad.grad(ops.pdist(xt, x0.astype(dt), p=3).sum(), [xt], create_graph=True)
+        (h,) = tapegrad.grad((g * g).sum(), [xt])
+        assert g.dtype == h.dtype == dt
+        res.append(h.numpy().astype(np.float64))
+    np.testing.assert_allclose(res[0], res[1], rtol=rtol, atol=rtol * np.abs(res[1]).max())
+
+
+@pytest.mark.parametrize("p, no_root", [(2, False), (2, True), (3, False), (1.5, True)])
+def test_pdist_gradient_penalty_against_torch(p, no_root):
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(5)
+    x, x0 = r.normal(size=(2, 4, 3)), r.normal(size=(2, 4, 1))
+    iw = np.array([0.5, 2.0])
+    xt, x0t = _t(x, True), _t(x0, True)
+    y = ops.pdist(xt, x0t, p=p, no_root=no_root, aggregate=True, instance_weights=iw)
+    gx, gx0 = tapegrad.grad(y, [xt, x0t], create_graph=True)
+    got = tapegrad.grad((gx * gx).sum() + (gx0 ** 3).sum(), [xt, x0t])
+    a, b = (torch.tensor(v, requires_grad=True) for v in (x, x0))
+    d = torch.abs(a - b)
+    s = (d ** p).sum(dim=1, keepdim=True)
+    yt = ((s if no_root else s ** (1 / p)) * torch.tensor(iw)[:, None, None]).sum()
+    ga, gb = torch.autograd.grad(yt, [a, b], create_graph=True)
+    want = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-10, atol=1e-12)

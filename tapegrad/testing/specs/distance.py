@@ -19,13 +19,17 @@ _IW = np.array([0.5, 2.0])
 _BATCH2 = empty_batch(0, 1)  # x and x0 share the batch
 
 
-def _pdist(inputs, label="", p=2, iw=None, **kw):
+def _pdist(inputs, label="", p=2, iw=None, power=1, **kw):
+    """``power=2`` squares the output: second order then also checks the recorded
+    vjp with respect to its upstream gradient."""
+
     def fn(x, x0):
-        return ops.pdist(x, x0, p=p, instance_weights=None if iw is None else iw[:len(x)], **kw)
+        w = None if iw is None else iw[:len(x)]
+        return ops.pdist(x, x0, p=p, instance_weights=w, **kw) ** power
 
     def reference(x, x0):  # per-image weights (N,) -> (N, 1, 1, 1)
         w = None if iw is None else iw[:len(x), None, None, None]
-        return ref_pdist(x, x0, p, iw=w, **kw)
+        return ref_pdist(x, x0, p, iw=w, **kw) ** power
 
     return OpSpec("pdist", fn, inputs, label, reference=reference, zero_size=_BATCH2)
 
@@ -36,4 +40,8 @@ SPECS = [
     _pdist(_per_image, "L1 per image", p=1),
     _pdist(_per_image, "p3 weighted aggregate", p=3, iw=_IW, aggregate=True),
     _pdist(_pair, "p0.5", p=0.5),
+    _pdist(_pair, "squared", power=2),
+    _pdist(_per_image, "squared: L1 per image", p=1, power=2),
+    _pdist(_pair, "squared: p1.5 no root", p=1.5, no_root=True, power=2),
+    _pdist(_pair, "squared: p0.5 no root, weighted", p=0.5, no_root=True, iw=_IW, power=2),
 ]

@@ -4,7 +4,7 @@ import numpy as np
 
 from ... import ops
 from ...tensor import Tensor
-from ..reference import ref_batch_norm, ref_lrn, ref_spnorm
+from ..reference import ref_batch_norm
 from . import OpSpec
 
 
@@ -39,37 +39,15 @@ def _bn(inputs, label, training, stats=True, power=1):
     return OpSpec("batch_norm", fn, inputs, label, reference=reference)
 
 
-def _lrn(shape, label, size, alpha, beta, k, over_size=True, power=1):
-    return OpSpec("local_response_norm",
-                  lambda x: ops.local_response_norm(x, size, alpha, beta, k,
-                                                    alpha_over_size=over_size) ** power,
-                  lambda r: [r.normal(size=shape)], label,
-                  reference=lambda x: ref_lrn(x, size, alpha, beta, k, over_size) ** power)
-
-
-def _noffset(x):
-    return x - 0.5 * np.maximum((x ** 2).sum(axis=1, keepdims=True), 1e-8) ** 0.6
-
-
-_SPNORM = [3, 2, 0.5, 0.75]  # PH, PW, ALPHA, BETA
-
 SPECS = [
     _bn(_bn_inputs((3, 2, 2, 3)), "train NCHW", True),
     _bn(_bn_inputs((5, 3)), "train NC", True),
     _bn(_bn_inputs((2, 3, 2, 2)), "eval NCHW", False),
     _bn(lambda r: [r.normal(size=(4, 3))], "train, no affine, no stats", True, stats=False),
-    _lrn((2, 5, 2, 2), "Caffe", 3, 0.5, 0.75, 1.0),
-    _lrn((1, 6, 2, 3), "MatConvNet, even size", 4, 0.2, 0.6, 2.0, over_size=False),
     _bn(_bn_inputs((3, 2, 2, 2)), "squared: train NCHW", True, power=2),
     _bn(_bn_inputs((4, 3)), "squared: eval NC", False, power=2),
     _bn(lambda r: [r.normal(size=(3, 2, 3)) * 2 + 1, r.normal(size=2)], "train, weight only",
         True),
-    _lrn((2, 4, 2, 1), "squared: size 1", 1, 0.5, 0.75, 1.0, power=2),
-    _lrn((1, 5, 3), "squared: (N, C, L), size 5 > half of C", 5, 0.3, 0.75, 1.5, power=2),
-    OpSpec("spnorm", lambda x: ops.spnorm(x, _SPNORM), lambda r: [r.normal(size=(2, 2, 4, 5))],
-           reference=lambda x: ref_spnorm(x, *_SPNORM)),
-    OpSpec("noffset", lambda x: ops.noffset(x, [0.5, 0.6]),
-           lambda r: [r.normal(size=(2, 3, 2, 3))], reference=_noffset),
 ]
 
 
