@@ -10,9 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from ..args import as_tensor as _tensor
+from ..args import check_float as _check_float
+from ..args import const as _const
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
-from .losses import _check_float, _class_targets, _const, _gather, _onehot, _tensor, _topk_wrong
+from ..tensor import Tensor
+from .activation import sigmoid, softmax
+from .losses import _class_targets, _gather, _onehot, _topk_wrong
 from .reduction import upcast
 
 __all__ = ["loss"]
@@ -35,15 +40,35 @@ def _instance_weights(op, w, shape, n, xp, dtype):
 #
 # terms(xp, x, c, topk=, threshold=) -> (t, saved): the per-position terms t
 # ((N, *S) for categorical kinds, x's shape for binary ones) and the arrays the
-# vjp needs, in the order of its parameters, which name them.
-# vjp(xp, r, shape, *saved) -> dL/dx for r = dL/dt (per position, or one scalar
-# when there are no weights); None: an error count, zero gradient.
+# vjp needs after x, in the order of its parameters, which name them.
+# vjp(xp, r, shape, x, *saved) -> dL/dx for r = dL/dt (per position, or one
+# scalar when there are no weights); x is the op's input as given (float16 is
+# not upcast yet) for kinds that keep_x, else None. vjp None: an error count,
+# zero gradient.
+# graph(xp, bk, r, shape, x, *saved) -> the same dL/dx as recorded ops
+# (create_graph): xp is the TensorBackend, bk the array module (for constant
+# masks), r and x Tensors. The saved arrays are constants there, so a graph
+# rule uses them only for masks and indices and recomputes the rest from x.
 
 
 class _Kind(NamedTuple):
     categorical: bool  # c: a class per position; else c: +1/-1 labels of x's shape
     terms: Callable
     vjp: Callable | None
+    graph: Callable | None = None
+    keep_x: bool = False  # forward saves the input x (the vjp, or the graph rule, reads it)
+
+
+# (C, C) identity rows are the fastest one-hot for few classes, but eye(70000) is
+# 4.9 GB (seconds to build): above this many classes, compare with arange instead
+_EYE_CLASSES = 256
+
+
+def _class_mask(c, n_classes, ndim, xp):
+    """Bool (N, C, *S): True at each position's class c."""
+    if ndim == 2 and n_classes > _EYE_CLASSES:
+        return c[:, None] == xp.arange(n_classes)  # (N, 1) == (C,) -> (N, C)
+    return _onehot(c, n_classes, ndim, xp)
 
 
 def _per_class(r):
@@ -53,7 +78,18 @@ def _per_class(r):
 
 def _at_class(xp, c, d, shape):
     """d per position placed at each position's class c: (N, *S) -> (N, C, *S)."""
-    return _onehot(c, shape[1], len(shape), xp) * _per_class(d)
+    return _class_mask(c, shape[1], len(shape), xp) * _per_class(d)
+
+
+def _masked(vjp):
+    """The graph rule of a piecewise-linear kind: its vjp is linear in r, with
+    masks and indices only (from saved constants, or compared on x), so it is
+    recorded as it stands, bk building the masks; its second derivative in x is 0."""
+
+    def graph(xp, bk, r, shape, x, *saved):
+        return vjp(bk, r, shape, x, *saved)
+
+    return graph
 
 
 def _classerror(xp, x, c, **_):
@@ -69,8 +105,14 @@ def _log(xp, x, c, **_):
     return -xp.log(xc), (c, xc)
 
 
-def _log_vjp(xp, r, shape, c, xc):
+def _log_vjp(xp, r, shape, x, c, xc):
     return _at_class(xp, c, -r / xp.maximum(xc, 1e-8), shape)  # MatConvNet's bound on 1/x_c
+
+
+def _log_graph(xp, bk, r, shape, x, c, xc):
+    """The vjp over all of x: -r / max(x, 1e-8) at the class, 0 elsewhere (finite:
+    the bound keeps x away from 0); xc is a constant here."""
+    return _class_mask(c, shape[1], len(shape), bk) * (-_per_class(r) / xp.maximum(upcast(x), 1e-8))
 
 
 def _softmaxlog(xp, x, c, **_):
@@ -80,8 +122,13 @@ def _softmaxlog(xp, x, c, **_):
     return xp.log(s[:, 0]) + m[:, 0] - _gather(x, c, xp), (e / s, c)
 
 
-def _softmaxlog_vjp(xp, r, shape, p, c):
-    return (p - _onehot(c, shape[1], len(shape), xp)) * _per_class(r)
+def _softmaxlog_vjp(xp, r, shape, x, p, c):
+    return (p - _class_mask(c, shape[1], len(shape), xp)) * _per_class(r)
+
+
+def _softmaxlog_graph(xp, bk, r, shape, x, p, c):
+    """p recomputed from x by a recorded softmax (the saved one is a constant)."""
+    return _softmaxlog_vjp(bk, r, shape, x, softmax(upcast(x), axis=1), c)
 
 
 def _mhinge(xp, x, c, **_):
@@ -89,7 +136,7 @@ def _mhinge(xp, x, c, **_):
     return xp.maximum(1 - xc, 0), (c, xc)
 
 
-def _mhinge_vjp(xp, r, shape, c, xc):
+def _mhinge_vjp(xp, r, shape, x, c, xc):
     return _at_class(xp, c, -r * (xc < 1), shape)
 
 
@@ -102,7 +149,7 @@ def _mshinge(xp, x, c, **_):
     return t, (c, q, xc - _gather(x, q, xp))
 
 
-def _mshinge_vjp(xp, r, shape, c, q, margin):
+def _mshinge_vjp(xp, r, shape, x, c, q, margin):
     d = -r * (margin < 1)
     return _at_class(xp, c, d, shape) - _at_class(xp, q, d, shape)  # q gets the opposite
 
@@ -112,45 +159,55 @@ def _binaryerror(xp, x, c, threshold, **_):
 
 
 def _binarylog(xp, x, c, **_):
-    return -xp.log(c * (x - 0.5) + 0.5), (x, c)
+    return -xp.log(c * (x - 0.5) + 0.5), (c,)
 
 
 def _binarylog_vjp(xp, r, shape, x, c):
-    den = x + (c - 1) * 0.5  # x for c = 1, x - 1 for c = -1
+    """Only TensorBackend functions: it is its own graph rule."""
+    den = upcast(x) + (c - 1) * 0.5  # x for c = 1, x - 1 for c = -1
     return -r / xp.where(c == 0, 1, den)
+
+
+def _binarylog_graph(xp, bk, r, shape, x, c):
+    return _binarylog_vjp(xp, r, shape, x, c)
 
 
 def _logistic(xp, x, c, **_):
     a = -c * x  # log(1 + e^a), stably
-    return xp.maximum(a, 0) + xp.log1p(xp.exp(-xp.abs(a))), (x, c)
+    return xp.maximum(a, 0) + xp.log1p(xp.exp(-xp.abs(a))), (c,)
 
 
 def _logistic_vjp(xp, r, shape, x, c):
-    z = c * x
+    z = c * upcast(x)
     e = xp.exp(-xp.abs(z))
     sig_neg = xp.where(z >= 0, e / (1 + e), 1 / (1 + e))  # sigmoid(-c x)
     return -r * c * sig_neg
 
 
+def _logistic_graph(xp, bk, r, shape, x, c):
+    """sigmoid(-c x) as a recorded op: smooth at c x = 0, where the vjp's |c x| is not."""
+    return -r * c * sigmoid(-c * upcast(x))
+
+
 def _hinge(xp, x, c, **_):
-    return xp.maximum(1 - c * x, 0), (x, c)
+    return xp.maximum(1 - c * x, 0), (c,)
 
 
 def _hinge_vjp(xp, r, shape, x, c):
-    return -r * c * (c * x < 1)
+    return -r * c * (c * upcast(x) < 1)
 
 
 _KINDS = {
     "classerror": _Kind(True, _classerror, None),
     "topkerror": _Kind(True, _topkerror, None),
-    "log": _Kind(True, _log, _log_vjp),
-    "softmaxlog": _Kind(True, _softmaxlog, _softmaxlog_vjp),
-    "mhinge": _Kind(True, _mhinge, _mhinge_vjp),
-    "mshinge": _Kind(True, _mshinge, _mshinge_vjp),
+    "log": _Kind(True, _log, _log_vjp, _log_graph, keep_x=True),
+    "softmaxlog": _Kind(True, _softmaxlog, _softmaxlog_vjp, _softmaxlog_graph, keep_x=True),
+    "mhinge": _Kind(True, _mhinge, _mhinge_vjp, _masked(_mhinge_vjp)),
+    "mshinge": _Kind(True, _mshinge, _mshinge_vjp, _masked(_mshinge_vjp)),
     "binaryerror": _Kind(False, _binaryerror, None),
-    "binarylog": _Kind(False, _binarylog, _binarylog_vjp),
-    "logistic": _Kind(False, _logistic, _logistic_vjp),
-    "hinge": _Kind(False, _hinge, _hinge_vjp),
+    "binarylog": _Kind(False, _binarylog, _binarylog_vjp, _binarylog_graph, keep_x=True),
+    "logistic": _Kind(False, _logistic, _logistic_vjp, _logistic_graph, keep_x=True),
+    "hinge": _Kind(False, _hinge, _hinge_vjp, _masked(_hinge_vjp), keep_x=True),
 }
 _CATEGORICAL = tuple(k for k, rule in _KINDS.items() if rule.categorical)
 _BINARY = tuple(k for k, rule in _KINDS.items() if not rule.categorical)
@@ -158,12 +215,16 @@ _BINARY = tuple(k for k, rule in _KINDS.items() if not rule.categorical)
 
 class VLLoss(Function):
     """MatConvNet's ``vl_nnloss``: ``sum_i W_i L(x_i, c_i)``, one scalar; the
-    kind's rule in :data:`_KINDS` makes the terms and their vjp."""
+    kind's rule in :data:`_KINDS` makes the terms and their vjp. Under
+    create_graph the kind's graph rule records the vjp; the error counts'
+    gradient is a constant zero, so their second derivative is zero too."""
+
+    differentiable_twice = True  # under create_graph: the kind's graph rule
 
     @staticmethod
     def forward(ctx, x, c, kind="softmaxlog", weights=None, topk=5, threshold=0.0):
         rule = _KINDS[kind]
-        dtype, x = x.dtype, upcast(x)  # float16: the terms and their sum in float32
+        x_in, dtype, x = x, x.dtype, upcast(x)  # float16: the terms and their sum in float32
         if weights is not None:
             weights = weights.astype(x.dtype, copy=False)
         if not rule.categorical:
@@ -171,16 +232,19 @@ class VLLoss(Function):
         t, saved = rule.terms(ctx.xp, x, c, topk=topk, threshold=threshold)
         ctx.rule, ctx.shape, ctx.dtype = rule, x.shape, x.dtype
         if rule.vjp is not None:
-            ctx.save_for_backward(weights, *saved)
+            ctx.save_for_backward(weights, x_in if rule.keep_x else None, *saved)
         total = (t * weights).sum() if weights is not None else t.sum()
         return ctx.xp.asarray(total, dtype=dtype)
 
     @staticmethod
     def backward(ctx, g):
-        if ctx.rule.vjp is None:
-            return ctx.xp.zeros(ctx.shape, ctx.dtype), None
-        w, *arrays = ctx.saved_tensors
+        if ctx.rule.vjp is None:  # an error count: piecewise constant
+            z = ctx.device.backend.zeros(ctx.shape, ctx.dtype)
+            return (Tensor(z, device=ctx.device) if ctx._graph else z), None
+        w, *arrays = ctx.saved_tensors  # arrays: x (or None), then the kind's saved
         r = g if w is None else g * w  # dL/dt per position
+        if ctx._graph:
+            return ctx.rule.graph(ctx.xp, ctx.device.backend, r, ctx.shape, *arrays), None
         return ctx.rule.vjp(ctx.xp, r, ctx.shape, *arrays), None
 
 
@@ -216,7 +280,9 @@ def loss(x, c, kind="softmaxlog", instance_weights=None, topk=5, threshold=0.0):
     ``instance_weights`` broadcast to the per-position terms: ``(N, 1, H, W)``
     (or ``(1, 1, H, W)``, ``(N, 1)``) for categorical kinds, ``x``'s shape for
     binary ones; a 1-D array of length N is one weight per image. Labels and
-    weights get no gradient.
+    weights get no gradient. Every kind is twice differentiable
+    (``create_graph=True``); the second derivative of the error and hinge kinds
+    is 0 (piecewise constant / linear).
 
     >>> ops.loss(x, np.array([2, 0]), kind="mshinge")
     """

@@ -146,3 +146,125 @@ def test_empty_batch_sums_to_zero(kind):
     assert out.item() == 0.0  # a sum over nothing
     out.backward()
     assert x.grad.shape == (0, 3, 2, 2)
+
+
+# ------------------------------------------------------------ second order
+
+SMOOTH = ["log", "softmaxlog", "binarylog", "logistic"]  # the rest: second derivative 0
+
+
+def _second_order_case(kind, spatial, seed=0):
+    """Scores away from the kinks, labels with ignored entries, instance weights."""
+    r = np.random.default_rng(seed)
+    n, d = 3, 4
+    shape = (n, d) + spatial
+    if kind in ("log", "binarylog"):
+        x = r.uniform(0.1, 0.9, size=shape)
+    else:
+        x = r.normal(size=shape) * 1.5
+        x = np.where(np.abs(np.abs(x) - 1) < 0.1, x * 1.3, x)  # c x = 1, x_c = 1
+    if kind in BINARY:
+        c = r.choice([-1, 0, 1], size=shape)
+        c.flat[0] = 0  # ignored
+        iw = r.uniform(0.1, 2, size=shape)
+    else:
+        c = r.integers(0, d, size=(n,) + spatial)
+        c.flat[0] = -1  # ignored
+        iw = np.expand_dims(r.uniform(0.1, 2, size=(n,) + spatial), 1)
+    if kind == "mshinge":  # x_c - max_{q != c} x_q = 1
+        xc = np.take_along_axis(x, np.maximum(c, 0)[:, None], axis=1)[:, 0]
+        other = np.where(np.arange(d).reshape((d,) + (1,) * len(spatial)) ==
+                         np.maximum(c, 0)[:, None], -np.inf, x)
+        assert np.all(np.abs(xc - other.max(axis=1) - 1) > 0.01)
+    return x, c, iw, r.normal(size=shape)
+
+
+def _grad1(x, c, kind, iw):
+    xt = _t(x, True)
+    ops.loss(xt, c, kind=kind, instance_weights=iw, topk=2).backward()
+    return xt.grad.numpy()
+
+
+def _hvp(x, c, kind, iw, v):
+    """(first gradient, d<grad, v>/dx, d<grad, v>/ds) with s the upstream gradient,
+    the first gradient built with create_graph; None where it does not depend on it."""
+    xt = _t(x, True)
+    s = tapegrad.tensor(np.ones((), x.dtype), requires_grad=True)
+    out = ops.loss(xt, c, kind=kind, instance_weights=iw, topk=2)
+    (g,) = tapegrad.grad(out, xt, grad_outputs=s, create_graph=True)
+    gv = (g * _t(v.astype(x.dtype))).sum()
+    if not gv.requires_grad:
+        return g, None, None
+    hx, hs = tapegrad.grad(gv, [xt, s], allow_unused=True)
+    return g, hx, hs
+
+
+@pytest.mark.parametrize("kind", CATEGORICAL + BINARY)
+@pytest.mark.parametrize("spatial", [(), (2, 3)])
+def test_second_order_hvp_against_differences_of_the_gradient(kind, spatial):
+    x, c, iw, v = _second_order_case(kind, spatial)
+    g, hx, hs = _hvp(x, c, kind, iw, v)
+    g1 = _grad1(x, c, kind, iw)
+    np.testing.assert_allclose(g.numpy(), g1, rtol=1e-12, atol=1e-15)
+    eps = 1e-5
+    fd = (_grad1(x + eps * v, c, kind, iw) - _grad1(x - eps * v, c, kind, iw)) / (2 * eps)
+    if kind in ("classerror", "topkerror", "binaryerror"):  # a constant zero gradient
+        assert not g.requires_grad and hx is None and hs is None
+        assert np.all(g.numpy() == 0) and np.all(fd == 0)
+        return
+    # the first gradient is linear in the upstream gradient s
+    assert hs.item() == pytest.approx(float((g1 * v).sum()), rel=1e-12, abs=1e-15)
+    if kind in SMOOTH:
+        assert hx is not None and np.abs(fd).max() > 1e-2
+        np.testing.assert_allclose(hx.numpy(), fd, rtol=1e-6, atol=1e-8)
+    else:  # piecewise linear: recorded without x, second derivative 0
+        assert hx is None and np.all(np.abs(fd) < 1e-8)
+    # ignored labels get no second derivative either
+    ignored = np.broadcast_to(c[:, None] < 0 if kind in CATEGORICAL else c == 0, x.shape)
+    if hx is not None:
+        assert np.all(hx.numpy()[ignored] == 0)
+
+
+def _torch_loss(torch, kind, xt, c, iw):
+    F = torch.nn.functional
+    if kind == "softmaxlog":
+        ct = torch.as_tensor(c)
+        if iw is None:
+            return F.cross_entropy(xt, ct, ignore_index=-1, reduction="sum")
+        return (F.cross_entropy(xt, ct, ignore_index=-1, reduction="none")
+                * torch.as_tensor(iw[:, 0])).sum()
+    ct = torch.as_tensor(c, dtype=xt.dtype)
+    w = (ct != 0).to(xt.dtype) * (1 if iw is None else torch.as_tensor(iw))
+    if kind == "logistic":
+        return (F.softplus(-ct * xt) * w).sum()
+    return (-torch.log(ct * (xt - 0.5) + 0.5) * w).sum()  # binarylog
+
+
+@pytest.mark.parametrize("kind", ["softmaxlog", "logistic", "binarylog"])
+@pytest.mark.parametrize("spatial", [(), (2, 3)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_second_order_against_torch(kind, spatial, weighted):
+    torch = pytest.importorskip("torch")
+    x, c, iw, v = _second_order_case(kind, spatial, seed=1)
+    iw = iw if weighted else None
+    g, hx, hs = _hvp(x, c, kind, iw, v)
+    xt = torch.tensor(x, requires_grad=True)
+    lt = _torch_loss(torch, kind, xt, c, iw)
+    (gt,) = torch.autograd.grad(lt, xt, create_graph=True)
+    (ht,) = torch.autograd.grad((gt * torch.as_tensor(v)).sum(), xt)
+    out = ops.loss(_t(x), c, kind=kind, instance_weights=iw).item()
+    assert out == pytest.approx(lt.item(), rel=1e-12) and hx is not None
+    np.testing.assert_allclose(g.numpy(), gt.detach().numpy(), rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(hx.numpy(), ht.numpy(), rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("kind", ["softmaxlog", "binarylog", "logistic"])
+def test_float16_second_order_flows_through_the_float32_upcast(kind):
+    x, c, iw, v = _second_order_case(kind, ())
+    x16, v16 = x.astype(np.float16), v.astype(np.float16)
+    g16, h16, _ = _hvp(x16, c, kind, None, v16)
+    assert h16 is not None, "the second derivative must reach the float16 input"
+    assert g16.dtype == np.float16 and h16.dtype == np.float16
+    _, h64, _ = _hvp(x16.astype(np.float64), c, kind, None, v16.astype(np.float64))
+    assert np.abs(h64.numpy()).max() > 1e-2
+    np.testing.assert_allclose(h16.numpy().astype(np.float64), h64.numpy(), rtol=1e-2, atol=2e-3)
