@@ -110,9 +110,14 @@ def _class_targets(op, x, t, ignore_index, xp):
     return xp.where(valid, t, 0), valid, n_valid
 
 
+_EYE_MAX_CLASSES = 256
+
+
 def _onehot(t, n_classes, ndim, xp):
     """Bool (N, C, *S) mask with True at each position's target class."""
-    if ndim == 2:  # rows of the identity: ~2x faster than the broadcast compare for (256, 10)
+    if ndim == 2 and n_classes <= _EYE_MAX_CLASSES:
+        # rows of the identity: ~2x faster than the broadcast compare for (256, 10); a
+        # (C, C) identity of many classes would cost C^2 bytes (70000 classes: 4.9 GB)
         return xp.eye(n_classes, dtype=bool).take(t, axis=0)  # (C, C) -> (N, C)
     classes = xp.arange(n_classes)
     if ndim > 2:
