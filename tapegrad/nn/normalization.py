@@ -129,6 +129,14 @@ class LocalResponseNorm(Module):
         return s if self.alpha_over_size else s + ", alpha_over_size=False"
 
 
+def _reset_affine(layer):
+    """PyTorch's init of a norm's affine part: weight ones, bias zeros."""
+    if layer.weight is not None:
+        init.ones_(layer.weight)
+    if layer.bias is not None:
+        init.zeros_(layer.bias)
+
+
 def _affine(layer, shape, affine, bias, device, dtype):
     """Register ``weight`` and ``bias`` of ``shape`` (None where off) and initialise them."""
     if affine:
@@ -159,10 +167,7 @@ class LayerNorm(Module):
         _affine(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
 
     def reset_parameters(self):
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, x):
         return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -196,10 +201,7 @@ class GroupNorm(Module):
         _affine(self, (self.num_channels,), affine, bias, device, dtype)
 
     def reset_parameters(self):
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, x):
         if x.ndim < 2 or x.shape[1] != self.num_channels:
