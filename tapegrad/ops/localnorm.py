@@ -6,17 +6,19 @@ closed-form vjp side by side; LRN and spnorm share one formula (``_WindowNorm``)
 How the frameworks map onto these ops
 -------------------------------------
 **Local response norm** (across channels, windows truncated at the first and
-last channel): ``y = x / (k + a * sum_{window} x^2) ** beta`` where the window
-of channel ``c`` is ``[c - (size-1)//2, c + size - 1 - (size-1)//2]``.
+last channel): ``y = x / (k + a * sum_{window} x^2) ** beta``, the window of
+channel ``c`` spanning ``size`` channels from ``c - before``.
 
 * Caffe ``LRN`` (ACROSS_CHANNELS, ``local_size=n, alpha, beta, k``) and
-  PyTorch: ``a = alpha / size`` -- ``alpha_over_size=True`` (the default).
+  PyTorch: ``a = alpha / size`` -- ``alpha_over_size=True`` (the default), with
+  PyTorch's window ``before = size // 2``.
 * MatConvNet ``vl_nnnormalize(x, [N KAPPA ALPHA BETA])``:
   ``local_response_norm(x, N, ALPHA, BETA, KAPPA, alpha_over_size=False)``
-  (``a = alpha``). Its window ``G(k) = [k - floor((N-1)/2), k + ceil((N-1)/2)]``
-  is ours; for odd sizes (Caffe only accepts odd ones) all three agree. For an
-  even size PyTorch centres the window one channel earlier than MatConvNet and
-  Caffe (``size//2`` before instead of ``(size-1)//2``).
+  (``a = alpha``), with MatConvNet's window ``G(k) = [k - floor((N-1)/2),
+  k + ceil((N-1)/2)]``, i.e. ``before = (size - 1) // 2``.
+  For odd sizes (Caffe accepts only odd ones) the two windows are the same; for
+  an even size PyTorch's starts one channel earlier, so each convention keeps
+  its own framework's window.
 
 **Spatial norm** ``spnorm(x, [PH PW ALPHA BETA])`` is ``vl_nnspnorm``:
 ``y = x / (1 + ALPHA * n2) ** BETA`` -- LRN's formula with ``k = 1`` and a spatial
@@ -124,19 +126,18 @@ def _channel_window_sum(xp, a, before, after):
 
 class LocalResponseNorm(_WindowNorm):
     @staticmethod
-    def window(xp, size, dtype):
-        """The sum over channels ``[c - lo, c + hi]``; ``j`` is in the window of ``c``
-        iff ``c`` is in ``[j - hi, j + lo]``: the adjoint is the mirrored window."""
-        lo = (size - 1) // 2
-        hi = size - 1 - lo
+    def window(xp, win, dtype):
+        """The sum over channels ``[c - lo, c + hi]`` for ``win = (lo, hi)``; ``j`` is in
+        the window of ``c`` iff ``c`` is in ``[j - hi, j + lo]``: the adjoint is the
+        mirrored window."""
+        lo, hi = win
         return _Window(lambda a: _channel_window_sum(xp, a, lo, hi),
                        lambda a: _channel_window_sum(xp, a, hi, lo))
 
     @staticmethod
-    def graph_window(size):
+    def graph_window(win):
         """The same window sums as recorded ops (create_graph): pad and slices."""
-        lo = (size - 1) // 2
-        hi = size - 1 - lo
+        lo, hi = win
         return _Window(lambda a: _channel_window_sum_graph(a, lo, hi),
                        lambda a: _channel_window_sum_graph(a, hi, lo))
 
@@ -160,7 +161,9 @@ def local_response_norm(x, size, alpha=1e-4, beta=0.75, k=1.0, alpha_over_size=T
     ``alpha_over_size=True`` (Caffe, PyTorch) or ``a = alpha`` with ``False``
     (MatConvNet ``vl_nnnormalize``, ``PARAM = [N KAPPA ALPHA BETA]`` ->
     ``size=N, k=KAPPA, alpha=ALPHA, beta=BETA``). The window of channel ``c``
-    is ``[c - (size-1)//2, c + size-1 - (size-1)//2]``, truncated at the edges.
+    is ``size`` channels from ``c - before``, truncated at the edges, with each
+    convention's ``before``: PyTorch's ``size // 2`` with ``alpha_over_size=True``,
+    MatConvNet's ``(size - 1) // 2`` with ``False`` (the same for odd sizes).
 
     >>> y = ops.local_response_norm(x, 5, 1e-4, 0.75, 1.0)                         # Caffe
     >>> y = ops.local_response_norm(x, 5, 1e-4, 0.75, 2.0, alpha_over_size=False)  # MatConvNet
@@ -175,8 +178,11 @@ def local_response_norm(x, size, alpha=1e-4, beta=0.75, k=1.0, alpha_over_size=T
     if not k > 0 or alpha < 0:
         raise ArgumentError(f"{op}: need k > 0 and alpha >= 0 (so the base stays positive), "
                             f"got k={k!r}, alpha={alpha!r}")
+    size = int(size)
     a = alpha / size if alpha_over_size else alpha
-    return LocalResponseNorm.apply(x, int(size), float(a), float(beta), float(k))
+    before = size // 2 if alpha_over_size else (size - 1) // 2
+    return LocalResponseNorm.apply(x, (before, size - 1 - before), float(a), float(beta),
+                                   float(k))
 
 
 # ---------------------------------------------------------------- MatConvNet

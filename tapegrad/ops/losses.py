@@ -29,7 +29,7 @@ from ..device import get_array_module
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
-from .activation import softmax
+from .activation import sigmoid, softmax, softplus
 from .reduction import acc_dtype, downcast, upcast
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
@@ -491,8 +491,15 @@ class BCEWithLogits(Function):
         r = g / ctx.denom if ctx.denom is not None else g
         if weight is not None:
             r = r * weight
-        e = xp.exp(-xp.abs(x))
-        sig = xp.where(x >= 0, 1 / (1 + e), e / (1 + e))  # sigmoid(x), stable
+        if isinstance(x, Tensor):
+            # create_graph: sigmoid and softplus as recorded ops (the stable forms below go
+            # through |x|, whose recorded slope at 0 would zero the second derivative there)
+            sig = sigmoid(x)
+            softplus_neg = (lambda: softplus(-x))
+        else:
+            e = xp.exp(-xp.abs(x))
+            sig = xp.where(x >= 0, 1 / (1 + e), e / (1 + e))  # sigmoid(x), stable
+            softplus_neg = (lambda: xp.maximum(-x, 0) + xp.log1p(e))  # log(1 + e^-x)
         gx = gt = None
         if pw is None:
             if ctx.needs_input_grad[0]:
@@ -503,7 +510,7 @@ class BCEWithLogits(Function):
             if ctx.needs_input_grad[0]:
                 gx = ((1 - t) + (1 + (pw - 1) * t) * (sig - 1)) * r
             if ctx.needs_input_grad[1]:
-                gt = ((pw - 1) * (xp.maximum(-x, 0) + xp.log1p(e)) - x) * r
+                gt = ((pw - 1) * softplus_neg() - x) * r
         return gx, gt
 
 

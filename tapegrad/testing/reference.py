@@ -148,9 +148,11 @@ def ref_batch_norm(x, rm, rv, w, b, training, momentum, eps):
 
 
 def ref_lrn(x, size, alpha, beta, k, over_size):
-    """Per-channel loops with the MatConvNet/Caffe window, truncated at the edges."""
+    """Per-channel loops, truncated at the edges, with each convention's window:
+    PyTorch's ``size // 2`` channels before with ``over_size`` (Caffe's for odd
+    sizes), MatConvNet's ``(size - 1) // 2`` without."""
     c = x.shape[1]
-    lo = (size - 1) // 2
+    lo = size // 2 if over_size else (size - 1) // 2
     hi = size - 1 - lo
     a = alpha / size if over_size else alpha
     y = np.empty_like(x)

@@ -247,3 +247,32 @@ def test_lrn_and_spnorm_are_one_formula(dtype):
     np.testing.assert_array_equal(ya.numpy(), yb.numpy())
     np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-6, atol=1e-6)
     assert a.grad.dtype == b.grad.dtype == dtype
+
+
+def test_lrn_even_size_window_follows_each_convention():
+    # PyTorch centres an even window one channel earlier than MatConvNet: size//2 before
+    a = np.array([1.0, 2, 3, 4]).reshape(1, 4, 1, 1)
+    x = tg.tensor(a)
+    torch_like = ops.local_response_norm(x, 2, alpha=1.0, beta=1.0, k=1.0).numpy().ravel()
+    sq = a.ravel() ** 2
+    prev = np.concatenate([[0.0], sq[:-1]])  # window [c-1, c]
+    np.testing.assert_allclose(torch_like, a.ravel() / (1 + (sq + prev) / 2))
+    mcn = ops.local_response_norm(x, 2, alpha=1.0, beta=1.0, k=1.0,
+                                  alpha_over_size=False).numpy().ravel()
+    nxt = np.concatenate([sq[1:], [0.0]])  # window [c, c+1]: G(k) = [k, k + ceil(1/2)]
+    np.testing.assert_allclose(mcn, a.ravel() / (1 + (sq + nxt)))
+
+
+@pytest.mark.parametrize("size", [2, 4, 6])
+def test_lrn_even_sizes_against_torch(size):
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(size).normal(size=(2, 7, 3, 3))
+    x = tg.tensor(a, requires_grad=True)
+    xt = torch.tensor(a, requires_grad=True)
+    y = ops.local_response_norm(x, size, 0.3, 0.75, 1.5)
+    yt = torch.nn.functional.local_response_norm(xt, size, 0.3, 0.75, 1.5)
+    np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), rtol=1e-12)
+    g = np.random.default_rng(0).normal(size=a.shape)
+    y.backward(tg.tensor(g))
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-12)

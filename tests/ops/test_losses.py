@@ -552,3 +552,15 @@ def test_cross_entropy_over_many_classes_builds_no_class_by_class_table():
     p /= p.sum(1, keepdims=True)
     p[np.arange(4), t] -= 1
     np.testing.assert_allclose(g, p / 4, rtol=1e-4, atol=1e-9)
+
+
+def test_bce_with_logits_second_derivative_at_zero_logits():
+    # the stable forms go through |x|, whose recorded slope at 0 is 0: under create_graph
+    # the sigmoid must be a recorded op, or the Hessian at x == 0 silently vanishes
+    for pw, expect_x in ((None, [0.25, 0.25]), (np.array([2.0, 0.5]), [0.5, 0.25])):
+        x = tapegrad.tensor(np.zeros(2), requires_grad=True)
+        t = np.array([1.0, 0.0])
+        loss = ops.binary_cross_entropy_with_logits(x, t, pos_weight=pw, reduction="sum")
+        (g,) = tapegrad.grad(loss, x, create_graph=True)
+        (h,) = tapegrad.grad(g.sum(), x)
+        np.testing.assert_allclose(h.numpy(), expect_x)  # d/dx (1 + (pw-1) t) sigmoid(x)
