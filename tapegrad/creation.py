@@ -46,6 +46,12 @@ def empty(*shape, dtype=None, device="cpu", requires_grad=False):
 
 
 def full(shape, value, dtype=None, device="cpu", requires_grad=False):
+    """``value`` everywhere; without ``dtype``, the value's kind decides, as in
+    PyTorch: bool, int64, or the default float dtype."""
+    if dtype is None and isinstance(value, (bool, np.bool_)):
+        dtype = np.bool_
+    elif dtype is None and isinstance(value, (int, np.integer)):
+        dtype = np.int64
     return _make(lambda xp, s, d: xp.full(s, value, d), (shape,) if isinstance(shape, int)
                  else tuple(shape), dtype, device, requires_grad)
 
@@ -109,13 +115,21 @@ def full_like(t, fill_value, dtype=None, requires_grad=False):
     return _like(full, t, dtype, requires_grad, fill_value)
 
 
+def _random_like(make, name, t, dtype, requires_grad):
+    dt = np.dtype(t.dtype if dtype is None else dtype)
+    if dt.kind != "f":
+        raise DTypeError(f"{name}: samples need a floating dtype, got {dt} (PyTorch refuses "
+                         f"too); pass dtype=tapegrad.float32")
+    return _like(make, t, dt, requires_grad)
+
+
 def randn_like(t, dtype=None, requires_grad=False):
     """Standard normal samples of ``t``'s shape, dtype (unless given) and device."""
-    return _like(randn, t, dtype, requires_grad)
+    return _random_like(randn, "randn_like", t, dtype, requires_grad)
 
 
 def rand_like(t, dtype=None, requires_grad=False):
-    return _like(rand, t, dtype, requires_grad)
+    return _random_like(rand, "rand_like", t, dtype, requires_grad)
 
 
 def from_numpy(a: np.ndarray) -> Tensor:

@@ -141,16 +141,21 @@ class TensorMethods:
         return _ops.mean(self, axis, keepdims)
 
     @_named
-    def var(self, axis=None, keepdims=False, ddof=None, *, correction=None, unbiased=None):
-        """PyTorch's: unbiased (``correction=1``) unless told otherwise; NumPy's
-        ``ddof=`` is ``correction=``; ``unbiased=False`` is ``correction=0``.
-        (:func:`tapegrad.ops.var` keeps NumPy's default ``ddof=0``.)"""
+    def var(self, axis=None, unbiased=None, keepdims=False, *, correction=None, ddof=None):
+        """PyTorch's, positional order included: ``x.var(dim, unbiased, keepdim)``, and
+        ``x.var(False)`` (unbiased alone). Unbiased (``correction=1``) unless told
+        otherwise; NumPy's ``ddof=`` is ``correction=``; ``unbiased=False`` is
+        ``correction=0``. (:func:`tapegrad.ops.var` keeps NumPy's ``ddof=0``.)"""
+        if isinstance(axis, bool):  # torch's var(unbiased) overload
+            if unbiased is not None:
+                raise ArgumentError(f"var: unbiased given twice ({axis!r} and {unbiased!r})")
+            axis, unbiased = None, axis
         return _ops.var(self, axis, keepdims, _correction("var", ddof, correction, unbiased))
 
     @_named
-    def std(self, axis=None, keepdims=False, ddof=None, *, correction=None, unbiased=None):
-        """PyTorch's ``x.std()``: the square root of :meth:`var` (unbiased by default)."""
-        return self.var(axis, keepdims, ddof, correction=correction, unbiased=unbiased).sqrt()
+    def std(self, axis=None, unbiased=None, keepdims=False, *, correction=None, ddof=None):
+        """PyTorch's ``x.std(dim, unbiased, keepdim)``: the square root of :meth:`var`."""
+        return self.var(axis, unbiased, keepdims, correction=correction, ddof=ddof).sqrt()
 
     def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """PyTorch's: ``x.max()`` the largest value; ``x.max(dim)`` the pair
@@ -382,6 +387,8 @@ class TensorMethods:
                              f"{describe(value)}")
         if isinstance(value, TensorMethods):
             value = _ops.cast(value, self.dtype)
+        else:  # PyTorch casts the value to the tensor's dtype (2.7 into an int tensor: 2)
+            value = self.device.xp.asarray(value).astype(self.dtype)
         return _ops.where(mask, value, self)
 
     # -------------------------------------------------------- comparisons

@@ -275,3 +275,49 @@ def test_every_axis_taking_function_also_takes_dim():
     assert not missing
     # Tensor.max/min take both spellings themselves
     assert _x().max(dim=1).values.shape == _x().max(axis=1).values.shape == (3,)
+
+
+def test_pytorchs_positional_forms_and_dtypes():
+    # the review of the first version: each of these silently differed from PyTorch
+    x = tg.tensor(np.array([[1.0, 5, 3], [4, 2, 6]]))
+    a = np.array([[1.0, 5, 3], [4, 2, 6]])
+    np.testing.assert_allclose(x.var(1, False).numpy(), a.var(1))  # var(dim, unbiased)
+    assert x.var(1, True).shape == (2,)
+    np.testing.assert_allclose(x.std(0, False, True).numpy(), a.std(0, keepdims=True))
+    np.testing.assert_allclose(x.var(False).item(), a.var())
+    with pytest.raises(ArgumentError, match="twice"):
+        x.var(False, unbiased=True)
+    # masked_fill keeps the tensor's dtype (the value is cast, 2.7 -> 2)
+    out = tg.tensor([1, 2, 3]).masked_fill(tg.tensor([True, False, True]), 2.7)
+    assert out.dtype == np.int64 and out.tolist() == [2, 2, 2]
+    # sigmoid of integers is a float tensor
+    s = tg.sigmoid(tg.tensor([0, 1, 2]))
+    assert s.dtype == tg.float32 and s.tolist()[0] == 0.5
+    # the implicit softmax dim is PyTorch's: 0 for 3-D input, 1 for 2-D and 4-D
+    x3 = tg.randn(2, 3, 4)
+    np.testing.assert_allclose(tg.ops.softmax(x3).numpy().sum(0), np.ones((3, 4)), rtol=1e-6)
+    assert np.allclose(tg.ops.softmax(tg.randn(2, 3, 4, 5)).numpy().sum(1), 1, rtol=1e-6)
+    # full's dtype follows its value; random *_like needs a float dtype
+    assert tg.full((2,), 3).dtype == np.int64 and tg.full((2,), True).dtype == np.bool_
+    assert tg.full((2,), 3.0).dtype == tg.float32
+    with pytest.raises(DTypeError, match="floating"):
+        tg.rand_like(tg.tensor([1, 2]))
+
+
+def test_positional_forms_against_torch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(1).normal(size=(2, 3, 4))
+    x, xt = tg.tensor(a), torch.tensor(a)
+    for args in [(1, False), (1, True), (0, False, True), (False,), (2,)]:
+        np.testing.assert_allclose(x.var(*args).numpy(), xt.var(*args).numpy(), rtol=1e-12)
+        np.testing.assert_allclose(x.std(*args).numpy(), xt.std(*args).numpy(), rtol=1e-12)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns about the implicit dim
+        for shape in [(5,), (2, 3), (2, 3, 4), (2, 3, 4, 5)]:
+            b = np.random.default_rng(2).normal(size=shape)
+            np.testing.assert_allclose(tg.nn.functional.softmax(tg.tensor(b)).numpy(),
+                                       torch.nn.functional.softmax(torch.tensor(b)).numpy(),
+                                       rtol=1e-12)
+    assert tg.full((2,), 3).dtype.name == str(torch.full((2,), 3).dtype).split(".")[1]

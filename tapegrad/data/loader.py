@@ -13,13 +13,17 @@ __all__ = ["DataLoader", "collate"]
 
 
 def collate(samples):
-    """A list of samples (tuples of arrays/numbers) -> a tuple of stacked arrays."""
+    """A list of samples -> one batch of the samples' structure, as PyTorch's
+    default collate: tuples (and lists) of fields -> a tuple of stacked fields,
+    a dict -> a dict of stacked fields, an array or number -> a stacked array."""
     if not samples:
         raise ArgumentError("collate: empty batch")
     first = samples[0]
-    if not isinstance(first, (tuple, list)):
-        return (_stack([s for s in samples]),)
-    return tuple(_stack([s[k] for s in samples]) for k in range(len(first)))
+    if isinstance(first, dict):
+        return {k: _stack([s[k] for s in samples]) for k in first}
+    if isinstance(first, (tuple, list)):
+        return tuple(_stack([s[k] for s in samples]) for k in range(len(first)))
+    return _stack(samples)
 
 
 def _stack(items):
@@ -32,7 +36,9 @@ def _stack(items):
 
 
 class DataLoader:
-    """Iterate over ``dataset`` in mini-batches: each batch a tuple of Tensors.
+    """Iterate over ``dataset`` in mini-batches of the samples' structure: a tuple
+    of Tensors for tuple samples (``TensorDataset``), a dict for dict samples, one
+    Tensor for samples of one array.
 
     >>> loader = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True, seed=0)
     >>> for xb, yb in loader: ...
@@ -106,7 +112,12 @@ class DataLoader:
                 fields = fetch(idx)
             else:
                 fields = collate([self.dataset[int(i)] for i in idx])
-            yield tuple(self._to_tensor(f) for f in fields)
+            if isinstance(fields, dict):
+                yield {k: self._to_tensor(f) for k, f in fields.items()}
+            elif isinstance(fields, tuple):
+                yield tuple(self._to_tensor(f) for f in fields)
+            else:  # samples of one array: the batch itself, as PyTorch's
+                yield self._to_tensor(fields)
 
     def _to_tensor(self, a) -> Tensor:
         dev = self.device

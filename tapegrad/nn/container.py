@@ -182,6 +182,13 @@ class ParameterDict(ModuleDict):
 
     _kind = "_parameters"
 
+    def update(self, items):
+        """As PyTorch's: a plain dict is taken in sorted key order; an OrderedDict,
+        a ParameterDict or ``(key, value)`` pairs in their own order."""
+        if isinstance(items, dict) and not isinstance(items, OrderedDict):
+            items = sorted(items.items())
+        super().update(items)
+
     def _put(self, key, value):
         self.register_parameter(key, _as_parameter(type(self).__name__, value))
 

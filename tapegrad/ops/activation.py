@@ -11,7 +11,7 @@ import numbers
 from ..args import check_float, normalize_axis, raw, torch_names
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
-from ..tensor import Tensor
+from ..tensor import Tensor, get_default_dtype
 from .reduction import downcast, upcast
 
 __all__ = ["relu", "leaky_relu", "sigmoid", "tanh", "softmax", "log_softmax", "gelu", "silu",
@@ -61,6 +61,8 @@ class Sigmoid(Function):
     @staticmethod
     def forward(ctx, x):
         xp = ctx.xp
+        if x.dtype.kind in "biu":  # as PyTorch: an integer tensor's sigmoid is a float one
+            x = x.astype(get_default_dtype())
         # stable for large |x|: exp of a non-positive number only
         e = xp.exp(-xp.abs(x))
         out = xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
@@ -137,10 +139,11 @@ class LogSoftmax(Function):
 
 
 def _class_axis(op, x, axis):
-    """softmax's axis: ``None`` is 1 (classes of (N, C), channels of NCHW), or
-    0 for a 1-D input (its only axis); any other axis is validated."""
-    if axis is None:
-        axis = 1 if x.ndim >= 2 else 0
+    """softmax's axis: ``None`` is PyTorch's implicit one -- 1 (classes of (N, C),
+    channels of NCHW), 0 for a 1-D input and for a 3-D (C, H, W) one; any other
+    axis is validated."""
+    if axis is None:  # PyTorch's implicit dim (_get_softmax_dim): 0 for 0-, 1- and 3-D input
+        axis = 0 if x.ndim in (0, 1, 3) else 1
     if x.ndim:
         return normalize_axis(op, x.shape, axis)
     normalize_axis(op, (), axis, extra=1)  # a 0-d input takes axis 0 or -1, as in PyTorch,
@@ -182,8 +185,8 @@ def tanh(x):
 
 @torch_names
 def softmax(x, axis=None):
-    """Softmax along ``axis`` (default: 1, the channels of NCHW / classes of
-    (N, C); 0 for a 1-D input). float16 is computed in float32.
+    """Softmax along ``axis`` (default: PyTorch's implicit dim -- 1, the channels of
+    NCHW / classes of (N, C); 0 for 1-D and 3-D input). float16 is computed in float32.
 
     Stable for logits of any magnitude (the max is subtracted first).
     >>> ops.softmax(tapegrad.tensor([[1e4, 0.0]]))   # [[1., 0.]]

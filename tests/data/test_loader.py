@@ -108,3 +108,23 @@ def test_pytorchs_worker_options_are_accepted_and_change_nothing():
     assert [x.tolist() for x, _ in torchy] == plain
     with pytest.raises(ArgumentError, match="num_workers"):
         DataLoader(ds, 4, num_workers=-1)
+
+
+def test_batches_keep_the_samples_structure_as_pytorchs_collate():
+    class Plain(Dataset):  # one array per sample
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return np.full((2,), i, np.float32)
+
+    class Named(Plain):
+        def __getitem__(self, i):
+            return {"x": np.full((2,), i, np.float32), "y": i}
+
+    xb = next(iter(DataLoader(Plain(), batch_size=4)))
+    assert isinstance(xb, tg.Tensor) and xb.shape == (4, 2)
+    d = next(iter(DataLoader(Named(), batch_size=4)))
+    assert set(d) == {"x", "y"} and d["y"].tolist() == [0, 1, 2, 3] and d["x"].shape == (4, 2)
+    (only,) = next(iter(DataLoader(TensorDataset(np.arange(3.0)), batch_size=3)))
+    assert only.tolist() == [0, 1, 2]  # a TensorDataset sample is a tuple, as in PyTorch

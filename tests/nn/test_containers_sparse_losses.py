@@ -134,3 +134,12 @@ def test_loss_layers_against_torch():
         np.testing.assert_allclose(xa.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-12)
     tg_emb, t_emb = nn.Embedding(6, 2), torch.nn.Embedding(6, 2)
     assert sorted(tg_emb.state_dict()) == sorted(t_emb.state_dict())
+
+
+def test_parameter_dict_sorts_a_plain_dict_as_pytorch():
+    from collections import OrderedDict
+
+    pd = nn.ParameterDict({"z": tg.ones(1), "a": tg.ones(2)})
+    assert list(pd.keys()) == ["a", "z"]
+    po = nn.ParameterDict(OrderedDict([("z", tg.ones(1)), ("a", tg.ones(2))]))
+    assert list(po.keys()) == ["z", "a"]

@@ -109,8 +109,11 @@ def test_softmax_default_axis(op):
     np.testing.assert_allclose(op(tg.tensor(x)).numpy(), want)  # 1-D: its only axis
     x2 = np.stack([x, x[::-1]])
     np.testing.assert_allclose(op(tg.tensor(x2)).numpy(), op(tg.tensor(x2), axis=1).numpy())
-    x3 = np.random.default_rng(0).normal(size=(2, 3, 4))  # (N, C, L): classes on axis 1
-    np.testing.assert_allclose(op(tg.tensor(x3)).numpy(), op(tg.tensor(x3), axis=1).numpy())
+    # PyTorch's implicit dim: 0 for 3-D input (an unbatched (C, H, W)), 1 for 4-D
+    x3 = np.random.default_rng(0).normal(size=(2, 3, 4))
+    np.testing.assert_allclose(op(tg.tensor(x3)).numpy(), op(tg.tensor(x3), axis=0).numpy())
+    x4 = np.random.default_rng(0).normal(size=(2, 3, 4, 2))
+    np.testing.assert_allclose(op(tg.tensor(x4)).numpy(), op(tg.tensor(x4), axis=1).numpy())
 
 
 def test_softmax_of_a_0d_input_is_one():
