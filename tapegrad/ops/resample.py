@@ -38,6 +38,7 @@ from ..args import check_float, pair, raw, torch_names
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
+from .pool import _index_dtype
 from .reduction import downcast, upcast
 
 __all__ = ["adaptive_avg_pool2d", "adaptive_max_pool2d", "interpolate", "pixel_shuffle",
@@ -320,10 +321,6 @@ class UpsampleBilinear2d(_Separable):
 
 
 # ------------------------------------------------------ adaptive max pooling
-
-def _index_dtype(xp, k):
-    return xp.int8 if k <= 127 else xp.int16 if k <= 32767 else xp.int32
-
 
 def _max_along(xp, a, m, axis):
     """Max over each adaptive bin of ``m`` (on ``a``'s device) along ``axis``, PyTorch's

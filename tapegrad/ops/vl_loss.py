@@ -61,16 +61,6 @@ class _Kind(NamedTuple):
 
 # (C, C) identity rows are the fastest one-hot for few classes, but eye(70000) is
 # 4.9 GB (seconds to build): above this many classes, compare with arange instead
-_EYE_CLASSES = 256
-
-
-def _class_mask(c, n_classes, ndim, xp):
-    """Bool (N, C, *S): True at each position's class c."""
-    if ndim == 2 and n_classes > _EYE_CLASSES:
-        return c[:, None] == xp.arange(n_classes)  # (N, 1) == (C,) -> (N, C)
-    return _onehot(c, n_classes, ndim, xp)
-
-
 def _per_class(r):
     """r per position (N, *S) -> (N, 1, *S), to broadcast over the classes."""
     return r[:, None] if getattr(r, "ndim", 0) else r
@@ -78,7 +68,7 @@ def _per_class(r):
 
 def _at_class(xp, c, d, shape):
     """d per position placed at each position's class c: (N, *S) -> (N, C, *S)."""
-    return _class_mask(c, shape[1], len(shape), xp) * _per_class(d)
+    return _onehot(c, shape[1], len(shape), xp) * _per_class(d)
 
 
 def _masked(vjp):
@@ -112,7 +102,7 @@ def _log_vjp(xp, r, shape, x, c, xc):
 def _log_graph(xp, bk, r, shape, x, c, xc):
     """The vjp over all of x: -r / max(x, 1e-8) at the class, 0 elsewhere (finite:
     the bound keeps x away from 0); xc is a constant here."""
-    return _class_mask(c, shape[1], len(shape), bk) * (-_per_class(r) / xp.maximum(upcast(x), 1e-8))
+    return _onehot(c, shape[1], len(shape), bk) * (-_per_class(r) / xp.maximum(upcast(x), 1e-8))
 
 
 def _softmaxlog(xp, x, c, **_):
@@ -123,7 +113,7 @@ def _softmaxlog(xp, x, c, **_):
 
 
 def _softmaxlog_vjp(xp, r, shape, x, p, c):
-    return (p - _class_mask(c, shape[1], len(shape), xp)) * _per_class(r)
+    return (p - _onehot(c, shape[1], len(shape), xp)) * _per_class(r)
 
 
 def _softmaxlog_graph(xp, bk, r, shape, x, p, c):
