@@ -92,10 +92,18 @@ def rand(*shape, dtype=None, device="cpu", requires_grad=False):
                  requires_grad)
 
 
-def randint(low, high, shape, device="cpu"):
+def randint(*args, size=None, dtype=None, device="cpu"):
+    """Integers in ``[low, high)``, PyTorch's forms: ``randint(high, size)``,
+    ``randint(low, high, size)`` (or ``size=`` by keyword); int64 unless ``dtype``."""
+    if size is None and args and not isinstance(args[-1], (int, np.integer)):
+        *args, size = args
+    if size is None or len(args) not in (1, 2):
+        raise ArgumentError(f"randint: expected randint(high, size) or randint(low, high, "
+                            f"size), got {len(args)} bounds and size={size!r}")
+    low, high = (0, args[0]) if len(args) == 1 else args
     gen = get_generator(device)
-    return _make(lambda xp, s, d: gen.integers(low, high, s), (tuple(shape),), np.int64, device,
-                 False)
+    return _make(lambda xp, s, d: gen.integers(low, high, s).astype(d, copy=False),
+                 (tuple(size),), np.int64 if dtype is None else dtype, device, False)
 
 
 def _like(make, t, dtype, requires_grad, *extra):

@@ -193,10 +193,11 @@ class Tensor(TensorMethods):
         self.grad = None
 
     # -------------------------------------------------------------- devices
-    def to(self, *args, device=None, dtype=None) -> Tensor:
+    def to(self, *args, device=None, dtype=None, non_blocking=False, copy=False) -> Tensor:
         """PyTorch's forms: ``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)``,
         ``x.to(other)`` (other's device and dtype). Differentiable; self if nothing
-        changes."""
+        changes (unless ``copy=True``). ``non_blocking`` is accepted: copies here
+        complete before returning, which is what a later use waits for anyway."""
         if len(args) > 2:
             raise ArgumentError(f"to: at most a device and a dtype, got {args!r}")
         for a in args:
@@ -214,12 +215,12 @@ class Tensor(TensorMethods):
             from .ops.elementwise import ToDevice
 
             out = ToDevice.apply(out, device=dev)
-        return out
+        return out.clone() if copy and out is self else out
 
     def cpu(self) -> Tensor:
         return self.to("cpu")
 
-    def cuda(self, index: int = 0) -> Tensor:
+    def cuda(self, index: int = 0, non_blocking: bool = False) -> Tensor:
         return self.to(f"cuda:{index}")
 
     def numpy(self) -> np.ndarray:

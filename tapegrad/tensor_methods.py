@@ -133,12 +133,13 @@ class TensorMethods:
 
     # --------------------------------------------------------- reductions
     @_named
-    def sum(self, axis=None, keepdims=False):
-        return _ops.sum(self, axis, keepdims)
+    def sum(self, axis=None, keepdims=False, *, dtype=None):
+        """``dtype=`` casts first, as PyTorch's ``x.sum(dtype=torch.float64)``."""
+        return _ops.sum(self if dtype is None else self.astype(dtype), axis, keepdims)
 
     @_named
-    def mean(self, axis=None, keepdims=False):
-        return _ops.mean(self, axis, keepdims)
+    def mean(self, axis=None, keepdims=False, *, dtype=None):
+        return _ops.mean(self if dtype is None else self.astype(dtype), axis, keepdims)
 
     @_named
     def var(self, axis=None, unbiased=None, keepdims=False, *, correction=None, ddof=None):
@@ -272,10 +273,14 @@ class TensorMethods:
     def flatten(self, start_axis=0, end_axis=-1):
         return _ops.flatten(self, start_axis, end_axis)
 
-    def transpose(self, *axes):
+    def transpose(self, *axes, dim0=None, dim1=None):
         """PyTorch's ``x.transpose(a, b)`` swaps two axes (also on a 2-D tensor, where
         NumPy would read ``(0, 1)`` as the identity); ``x.transpose()`` reverses them and
         ``x.transpose((2, 0, 1))`` (one sequence) permutes, as in NumPy."""
+        if dim0 is not None or dim1 is not None:
+            if axes or dim0 is None or dim1 is None:
+                raise ArgumentError("transpose: pass both dim0= and dim1=, or the axes")
+            axes = (dim0, dim1)
         if len(axes) == 2 and all(isinstance(a, int) for a in axes):
             return _ops.swapaxes(self, *axes)
         return _ops.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
@@ -287,7 +292,11 @@ class TensorMethods:
                              "use x.transpose(a, b) or x.permute(...)")
         return self if self.ndim < 2 else _ops.swapaxes(self, 0, 1)
 
-    def permute(self, *axes):
+    def permute(self, *axes, dims=None):
+        if dims is not None:
+            if axes:
+                raise ArgumentError("permute: pass the axes or dims=, not both")
+            axes = tuple(dims)
         return _ops.permute(self, *axes)
 
     def swapaxes(self, a, b):
@@ -321,7 +330,15 @@ class TensorMethods:
 
     @_named
     def squeeze(self, axis=None):
-        return _ops.squeeze(self, axis)
+        """PyTorch's: ``x.squeeze(dim)`` drops the axes of ``dim`` (an int or a tuple)
+        that have length 1 and leaves the others, without error (a no-op when none
+        has length 1). :func:`tapegrad.ops.squeeze` is NumPy's and raises instead."""
+        if axis is None:
+            return _ops.squeeze(self)
+        dims = axis if isinstance(axis, (tuple, list)) else (axis,)
+        ones = tuple(d for d in (normalize_axis("squeeze", self.shape, a) for a in dims)
+                     if self.shape[d] == 1)
+        return _ops.squeeze(self, ones) if ones else self
 
     def repeat(self, *sizes):
         """PyTorch's ``x.repeat(*sizes)`` (NumPy's ``tile``): ``sizes`` copies along

@@ -321,3 +321,37 @@ def test_positional_forms_against_torch():
                                        torch.nn.functional.softmax(torch.tensor(b)).numpy(),
                                        rtol=1e-12)
     assert tg.full((2,), 3).dtype.name == str(torch.full((2,), 3).dtype).split(".")[1]
+
+
+def test_more_pytorch_call_forms():
+    x = tg.randn(2, 1, 3)
+    assert x.squeeze(0) is x and x.squeeze(1).shape == (2, 3) and x.squeeze((0, 1)).shape == (2, 3)
+    with pytest.raises(ShapeError):
+        tg.ops.squeeze(x, 0)  # the op stays NumPy's
+    assert x.transpose(dim0=0, dim1=2).shape == (3, 1, 2)
+    assert x.permute(dims=(2, 0, 1)).shape == (3, 2, 1)
+    with pytest.raises(ArgumentError):
+        x.transpose(dim0=0)
+    ints = tg.tensor([1, 2, 3])
+    s = ints.sum(dtype=tg.float64)
+    assert s.dtype == np.float64 and s.item() == 6.0
+    assert x.to("cpu", non_blocking=True) is x and x.to(copy=True) is not x
+    tg.manual_seed(0)
+    r = tg.randint(10, (50,))
+    assert r.dtype == np.int64 and r.shape == (50,)
+    assert r.numpy().min() >= 0 and r.numpy().max() < 10
+    assert tg.randint(3, 5, (4,)).numpy().min() >= 3 and tg.randint(2, size=(3,)).shape == (3,)
+    with pytest.raises(ArgumentError, match="randint"):
+        tg.randint(5)
+
+
+def test_more_call_forms_against_torch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(3).normal(size=(2, 1, 3))
+    x, xt = tg.tensor(a), torch.tensor(a)
+    for ours, theirs in [(x.squeeze(0), xt.squeeze(0)), (x.squeeze(1), xt.squeeze(1)),
+                         (x.squeeze((0, 1)), xt.squeeze((0, 1))),
+                         (x.transpose(dim0=0, dim1=2), xt.transpose(dim0=0, dim1=2)),
+                         (x.permute(dims=(2, 0, 1)), xt.permute(dims=(2, 0, 1)))]:
+        assert tuple(ours.shape) == tuple(theirs.shape)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
