@@ -384,6 +384,26 @@ class Tensor(TensorMethods):
     def __rtruediv__(self, other):
         return _ops.Div.apply(other, self)
 
+    # floor division and remainder (NumPy's = PyTorch's rounding: floor, Python's sign)
+    def _rounded(self, a, b, op, name):
+        for v in (a, b):
+            if isinstance(v, Tensor) and v.requires_grad and is_grad_enabled():
+                raise GraphError(f"{name}: not differentiable in tapegrad, got {describe(v)} "
+                                 "that requires grad; use .detach() (or no_grad) first")
+        return _wrap(op(_raw(a), _raw(b)), self.device, None, 0, False)
+
+    def __floordiv__(self, other):
+        return self._rounded(self, other, lambda a, b: a // b, "//")
+
+    def __rfloordiv__(self, other):
+        return self._rounded(other, self, lambda a, b: a // b, "//")
+
+    def __mod__(self, other):
+        return self._rounded(self, other, lambda a, b: a % b, "%")
+
+    def __rmod__(self, other):
+        return self._rounded(other, self, lambda a, b: a % b, "%")
+
     def __pow__(self, other):
         return _binary(_ops.Pow, self, other)
 

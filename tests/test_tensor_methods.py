@@ -355,3 +355,18 @@ def test_more_call_forms_against_torch():
                          (x.permute(dims=(2, 0, 1)), xt.permute(dims=(2, 0, 1)))]:
         assert tuple(ours.shape) == tuple(theirs.shape)
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_floor_division_and_remainder():
+    a = tg.tensor([7, -7, 5])
+    assert (a // 2).tolist() == [3, -4, 2] and (a % 3).tolist() == [1, 2, 2]
+    assert (10 // tg.tensor([3])).tolist() == [3] and (10 % tg.tensor([4])).tolist() == [2]
+    assert (tg.tensor([7.5]) // 2).tolist() == [3.0]
+    with pytest.raises(tg.errors.GraphError, match="not differentiable"):
+        tg.tensor([1.0], requires_grad=True) // 2
+    with tg.no_grad():
+        assert (tg.tensor([5.0], requires_grad=True) % 2).tolist() == [1.0]
+    torch = pytest.importorskip("torch")
+    v = np.array([7, -7, 5, -3])
+    assert (tg.tensor(v) // 2).tolist() == (torch.tensor(v) // 2).tolist()
+    assert (tg.tensor(v) % -3).tolist() == (torch.tensor(v) % -3).tolist()
