@@ -12,7 +12,8 @@ from ._util import new_param
 from .module import Module
 
 __all__ = ["ReLU", "LeakyReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "GELU", "SiLU", "ELU",
-           "Softplus", "PReLU"]
+           "Softplus", "PReLU", "ReLU6", "Hardtanh", "Hardsigmoid", "Hardswish", "SELU", "Mish",
+           "LogSigmoid", "Softsign", "Tanhshrink", "GLU"]
 
 
 class ReLU(Module):
@@ -188,3 +189,142 @@ class PReLU(Module):
 
     def extra_repr(self):
         return f"num_parameters={self.num_parameters}"
+
+
+# ``inplace`` below is accepted for PyTorch compatibility (and shown in the repr where
+# PyTorch shows it) but ignored: the result is always a new tensor, as for ReLU.
+
+
+def _inplace(m):
+    return "inplace=True" if m.inplace else ""
+
+
+class Hardtanh(Module):
+    """``clip(x, min_val, max_val)``; ``max_val`` must exceed ``min_val`` (PyTorch's check).
+
+    >>> nn.Hardtanh(-2.0, 2.0)(x)
+    """
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+        super().__init__()
+        if max_val <= min_val:
+            raise ArgumentError(f"Hardtanh: max_val ({max_val}) must be greater than min_val "
+                                f"({min_val})")
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, x):
+        return ops.hardtanh(x, self.min_val, self.max_val)
+
+    def extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (
+            ", inplace=True" if self.inplace else "")
+
+
+class ReLU6(Hardtanh):
+    """``min(max(x, 0), 6)``.
+
+    >>> nn.ReLU6()(tapegrad.tensor([-1.0, 7.0]))   # [0., 6.]
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def forward(self, x):
+        return ops.relu6(x)
+
+    def extra_repr(self):
+        return _inplace(self)
+
+
+class Hardsigmoid(Module):
+    """``relu6(x + 3) / 6``.
+
+    >>> nn.Hardsigmoid()(x)
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x):
+        return ops.hardsigmoid(x)
+
+
+class Hardswish(Hardsigmoid):
+    """``x * relu6(x + 3) / 6``.
+
+    >>> nn.Hardswish()(x)
+    """
+
+    def forward(self, x):
+        return ops.hardswish(x)
+
+
+class SELU(Hardsigmoid):
+    """SELU, ``scale * elu(x, alpha)`` with PyTorch's constants.
+
+    >>> nn.SELU()(x)
+    """
+
+    def forward(self, x):
+        return ops.selu(x)
+
+    def extra_repr(self):
+        return _inplace(self)
+
+
+class Mish(SELU):
+    """Mish, ``x * tanh(softplus(x))``.
+
+    >>> nn.Mish()(x)
+    """
+
+    def forward(self, x):
+        return ops.mish(x)
+
+
+class LogSigmoid(Module):
+    """``log(sigmoid(x))``, exact for large ``|x|``.
+
+    >>> nn.LogSigmoid()(x)
+    """
+
+    def forward(self, x):
+        return ops.logsigmoid(x)
+
+
+class Softsign(Module):
+    """``x / (1 + |x|)``.
+
+    >>> nn.Softsign()(x)
+    """
+
+    def forward(self, x):
+        return ops.softsign(x)
+
+
+class Tanhshrink(Module):
+    """``x - tanh(x)``.
+
+    >>> nn.Tanhshrink()(x)
+    """
+
+    def forward(self, x):
+        return ops.tanhshrink(x)
+
+
+class GLU(Module):
+    """Gated linear unit along ``dim``: ``a * sigmoid(b)`` of its two halves.
+
+    >>> nn.GLU(dim=1)(tapegrad.randn(4, 6)).shape   # (4, 3)
+    """
+
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return ops.glu(x, axis=self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"

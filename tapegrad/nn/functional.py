@@ -154,6 +154,58 @@ def elu(input, alpha=1.0, inplace=False):  # noqa: A002 - PyTorch's names
     return _activation.elu(input, alpha)
 
 
+# F.logsigmoid, F.softsign, F.tanhshrink and F.glu are the ops; these add ``inplace``
+# (accepted and ignored, as by their layers).
+
+
+def relu6(input, inplace=False):  # noqa: A002 - PyTorch's names
+    """PyTorch's ``F.relu6``: :func:`tapegrad.ops.relu6`, ``inplace`` ignored.
+
+    >>> F.relu6(x)
+    """
+    return _activation.relu6(input)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002 - PyTorch's names
+    """PyTorch's ``F.hardtanh``: :func:`tapegrad.ops.hardtanh`, ``inplace`` ignored.
+
+    >>> F.hardtanh(x, -2.0, 2.0)
+    """
+    return _activation.hardtanh(input, min_val, max_val)
+
+
+def hardsigmoid(input, inplace=False):  # noqa: A002 - PyTorch's names
+    """PyTorch's ``F.hardsigmoid``: :func:`tapegrad.ops.hardsigmoid`, ``inplace`` ignored.
+
+    >>> F.hardsigmoid(x)
+    """
+    return _activation.hardsigmoid(input)
+
+
+def hardswish(input, inplace=False):  # noqa: A002 - PyTorch's names
+    """PyTorch's ``F.hardswish``: :func:`tapegrad.ops.hardswish`, ``inplace`` ignored.
+
+    >>> F.hardswish(x)
+    """
+    return _activation.hardswish(input)
+
+
+def selu(input, inplace=False):  # noqa: A002 - PyTorch's names
+    """PyTorch's ``F.selu``: :func:`tapegrad.ops.selu`, ``inplace`` ignored.
+
+    >>> F.selu(x)
+    """
+    return _activation.selu(input)
+
+
+def mish(input, inplace=False):  # noqa: A002 - PyTorch's names
+    """PyTorch's ``F.mish``: :func:`tapegrad.ops.mish`, ``inplace`` ignored.
+
+    >>> F.mish(x)
+    """
+    return _activation.mish(input)
+
+
 # ------------------------------------------------------------------ resampling
 # F.adaptive_avg_pool2d, F.adaptive_max_pool2d, F.interpolate, F.pixel_shuffle and
 # F.pixel_unshuffle are the ops themselves (from the star import above), with PyTorch's

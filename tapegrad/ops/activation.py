@@ -15,7 +15,8 @@ from ..tensor import Tensor, get_default_dtype
 from .reduction import downcast, upcast
 
 __all__ = ["relu", "leaky_relu", "sigmoid", "tanh", "softmax", "log_softmax", "gelu", "silu",
-           "elu", "softplus", "prelu"]
+           "elu", "softplus", "prelu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "selu",
+           "mish", "logsigmoid", "softsign", "tanhshrink", "glu"]
 
 
 class ReLU(Function):
@@ -563,3 +564,309 @@ def prelu(x, weight):
         raise ShapeError(f"prelu: weight {describe(wd)} has {wd.size} slopes, but the input "
                          f"{describe(xd)} has {c} channel(s) on axis 1; pass 1 slope or {c}")
     return PReLU.apply(x, weight)
+
+
+# ------------------------- hard activations, SELU, Mish, LogSigmoid, Softsign, ...
+# Each gradient follows PyTorch's comparisons exactly, kinks and NaN included (at a
+# NaN PyTorch's vectorised loops and scalar tails disagree for hardtanh, hardswish
+# and SELU; ours follow the scalar rule, as ELU does). The masks are constants of
+# the recorded backward, so second derivatives are PyTorch's too (0 at the kinks).
+
+
+class Hardtanh(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        out = ctx.xp.clip(x, lo, hi)
+        ctx.bounds = (lo, hi)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        lo, hi = ctx.bounds
+        # PyTorch's (x <= lo || x >= hi) ? 0 : g; clip keeps x inside (lo, hi), so the
+        # output tells it; a NaN passes g
+        return g * ~((out <= lo) | (out >= hi)), None, None
+
+
+@torch_names
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    """``clip(x, min_val, max_val)``; the gradient is 0 at and beyond the bounds (PyTorch's).
+
+    >>> ops.hardtanh(tapegrad.tensor([-2.0, 0.5, 2.0]))   # [-1., 0.5, 1.]
+    """
+    lo, hi = _real("hardtanh", "min_val", min_val), _real("hardtanh", "max_val", max_val)
+    if lo > hi:
+        raise ArgumentError(f"hardtanh: min_val cannot be greater than max_val, got min_val={lo}, "
+                            f"max_val={hi}")
+    check_float("hardtanh", x)
+    return Hardtanh.apply(x, lo, hi)
+
+
+@torch_names
+def relu6(x):
+    """``min(max(x, 0), 6)``: :func:`hardtanh` on ``[0, 6]`` (gradient 0 at 0 and 6).
+
+    >>> ops.relu6(tapegrad.tensor([-1.0, 3.0, 7.0]))   # [0., 3., 6.]
+    """
+    check_float("relu6", x)
+    return Hardtanh.apply(x, 0.0, 6.0)
+
+
+class Hardsigmoid(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)  # not the output: x + 3 may round to 6 just below x = 3
+        return downcast(ctx.xp.clip(upcast(x) + 3, 0, 6) / 6, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        # PyTorch's (x > -3 && x < 3) ? g / 6 : 0 (a NaN gets 0)
+        return g * ((x > -3) & (x < 3)) / 6
+
+
+@torch_names
+def hardsigmoid(x):
+    """``relu6(x + 3) / 6``; gradient 1/6 on the open ``(-3, 3)``, 0 elsewhere (and at NaN).
+    float16 is computed in float32.
+
+    >>> ops.hardsigmoid(tapegrad.tensor([-4.0, 0.0, 4.0]))   # [0., 0.5, 1.]
+    """
+    check_float("hardsigmoid", x)
+    return Hardsigmoid.apply(x)
+
+
+class Hardswish(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        xa = upcast(x)
+        ctx.save_for_backward(x)
+        return downcast(xa * ctx.xp.clip(xa + 3, 0, 6) / 6, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        x = upcast(x)
+        # PyTorch's x <= -3 ? 0 : x < 3 ? g (x / 3 + 0.5) : g -- so 0 at -3, 1 at 3 and
+        # at NaN; the second derivative 1/3 only on the open (-3, 3)
+        return g * ctx.xp.where(x < 3, (x > -3) * (x / 3 + 0.5), 1)
+
+
+@torch_names
+def hardswish(x):
+    """``x * relu6(x + 3) / 6``; the gradient is PyTorch's: 0 at -3, 1 at 3. float16 is
+    computed in float32.
+
+    >>> ops.hardswish(tapegrad.tensor([-4.0, 1.0, 4.0]))   # [0., 0.6667, 4.]
+    """
+    check_float("hardswish", x)
+    return Hardswish.apply(x)
+
+
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_NEG = SELU_ALPHA * SELU_SCALE
+
+
+class SELU(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = ctx.xp
+        xa = upcast(x)
+        # PyTorch's x <= 0 ? expm1(x) * alpha * scale : x * scale; one term is 0
+        out = xp.maximum(xa, 0) * SELU_SCALE + xp.expm1(xp.minimum(xa, 0)) * _SELU_NEG
+        out = downcast(out, x.dtype)
+        ctx.save_for_backward(out)  # y < 0 exactly where x < 0, and there y + alpha scale
+        return out  # is alpha scale exp(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        out = upcast(out)
+        # PyTorch's x <= 0 ? g alpha scale exp(x) : g scale (a NaN gets g scale); its
+        # second derivative masks x < 0, so at 0 the slope alpha scale is a constant
+        at0 = (out == 0).astype(out.dtype) * (_SELU_NEG - SELU_SCALE) + SELU_SCALE
+        return g * ctx.xp.where(out < 0, out + _SELU_NEG, at0)
+
+
+@torch_names
+def selu(x):
+    """SELU, ``scale * elu(x, alpha)`` with PyTorch's constants
+    (``ops.activation.SELU_ALPHA``, ``SELU_SCALE``); backward works from the output.
+    float16 is computed in float32.
+
+    >>> ops.selu(x)   # torch.nn.functional.selu(x)
+    """
+    check_float("selu", x)
+    return SELU.apply(x)
+
+
+def _softplus(xp, x):
+    """log(1 + exp(x)) without overflow (arrays or, under create_graph, Tensors)."""
+    return xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
+
+
+class Mish(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        xa = upcast(x)
+        ctx.save_for_backward(x)
+        return downcast(xa * ctx.xp.tanh(_softplus(ctx.xp, xa)), x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        (x,) = ctx.saved_tensors
+        x = upcast(x)
+        t = xp.tanh(_softplus(xp, x))
+        return g * (t + x * _sigmoid(xp, x) * (1 - t * t))
+
+
+@torch_names
+def mish(x):
+    """Mish, ``x * tanh(softplus(x))``, without overflow; float16 in float32.
+
+    >>> ops.mish(x)   # torch.nn.functional.mish(x)
+    """
+    check_float("mish", x)
+    return Mish.apply(x)
+
+
+class LogSigmoid(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = ctx.xp
+        xa = upcast(x)
+        ctx.save_for_backward(x)  # 1 - exp(y) would cancel where the gradient is small
+        return downcast(xp.minimum(xa, 0) - xp.log1p(xp.exp(-xp.abs(xa))), x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * _sigmoid(ctx.xp, -upcast(x))
+
+
+@torch_names
+def logsigmoid(x):
+    """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))``, exact for large ``|x|``;
+    float16 in float32.
+
+    >>> ops.logsigmoid(tapegrad.tensor([-100.0, 0.0]))   # [-100., -0.6931]
+    """
+    check_float("logsigmoid", x)
+    return LogSigmoid.apply(x)
+
+
+class Softsign(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        xa = upcast(x)
+        out = downcast(xa / (1 + ctx.xp.abs(xa)), x.dtype)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        r = 1 - ctx.xp.abs(upcast(out))  # = 1 / (1 + |x|)
+        return g * (r * r)
+
+
+@torch_names
+def softsign(x):
+    """``x / (1 + |x|)``; backward from the output. float16 is computed in float32.
+
+    >>> ops.softsign(tapegrad.tensor([-1.0, 3.0]))   # [-0.5, 0.75]
+    """
+    check_float("softsign", x)
+    return Softsign.apply(x)
+
+
+class Tanhshrink(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        xa = upcast(x)
+        ctx.save_for_backward(x)
+        return downcast(xa - ctx.xp.tanh(xa), x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        t = ctx.xp.tanh(upcast(x))
+        return g * (t * t)
+
+
+@torch_names
+def tanhshrink(x):
+    """``x - tanh(x)``; float16 is computed in float32.
+
+    >>> ops.tanhshrink(x)
+    """
+    check_float("tanhshrink", x)
+    return Tanhshrink.apply(x)
+
+
+def _halves(x, axis, h):
+    """The two halves of ``x`` along ``axis`` (arrays or Tensors): views, no copies."""
+    lead = (slice(None),) * axis
+    return x[lead + (slice(0, h),)], x[lead + (slice(h, None),)]
+
+
+class GLU(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        ctx.axis = axis
+        ctx.half = h = x.shape[axis] // 2
+        a, b = _halves(upcast(x), axis, h)
+        ctx.save_for_backward(x)
+        return downcast(a * _sigmoid(ctx.xp, b), x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        (x,) = ctx.saved_tensors
+        a, b = _halves(upcast(x), ctx.axis, ctx.half)
+        s = _sigmoid(xp, b)
+        gs = g * s
+        # d/da = s, d/db = a s (1 - s): one gradient of x's shape, halves put back in order
+        return xp.concatenate([gs, gs * a * (1 - s)], axis=ctx.axis), None
+
+
+@torch_names
+def glu(x, axis=-1):
+    """Gated linear unit: ``a * sigmoid(b)``, ``a`` and ``b`` the first and second half
+    of ``x`` along ``axis`` (``dim=`` too), which must have an even size. float16 is
+    computed in float32.
+
+    >>> ops.glu(tapegrad.randn(4, 6), dim=1).shape   # (4, 3)
+    """
+    check_float("glu", x)
+    shape = raw(x).shape
+    if not shape:
+        raise ShapeError(f"glu: does not support 0-d input {describe(raw(x))} (the halved axis "
+                         "must have an even size); reshape it to 1-D first")
+    axis = normalize_axis("glu", shape, axis)
+    if shape[axis] % 2:
+        raise ShapeError(f"glu: the halved axis {axis} of input {describe(raw(x))} must have an "
+                         f"even size, got {shape[axis]}")
+    return GLU.apply(x, axis)

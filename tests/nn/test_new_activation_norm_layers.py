@@ -208,3 +208,90 @@ def test_torch_state_dicts_load_into_ours():
         ours.load_state_dict({n: tg.tensor(v.numpy()) for n, v in theirs.state_dict().items()})
         for n, v in theirs.state_dict().items():
             np.testing.assert_array_equal(ours.state_dict()[n].numpy(), v.numpy())
+
+
+# ------------- ReLU6, Hardtanh, Hardsigmoid, Hardswish, SELU, Mish, LogSigmoid, ...
+
+MORE_LAYERS = [
+    (lambda: nn.ReLU6(), ops.relu6), (lambda: nn.ReLU6(inplace=True), ops.relu6),
+    (lambda: nn.Hardtanh(), ops.hardtanh),
+    (lambda: nn.Hardtanh(-0.5, 2.0, True), lambda x: ops.hardtanh(x, -0.5, 2.0)),
+    (lambda: nn.Hardsigmoid(), ops.hardsigmoid), (lambda: nn.Hardswish(True), ops.hardswish),
+    (lambda: nn.SELU(), ops.selu), (lambda: nn.Mish(), ops.mish),
+    (lambda: nn.LogSigmoid(), ops.logsigmoid), (lambda: nn.Softsign(), ops.softsign),
+    (lambda: nn.Tanhshrink(), ops.tanhshrink), (lambda: nn.GLU(), ops.glu),
+    (lambda: nn.GLU(dim=1), lambda x: ops.glu(x, axis=1)),
+]
+
+
+@pytest.mark.parametrize("make, op", MORE_LAYERS)
+def test_more_layers_equal_their_ops(make, op):
+    m = make()
+    x = tg.tensor(_x(2, 4, 6) * 4, requires_grad=True)
+    y = m(x)
+    np.testing.assert_array_equal(y.numpy(), op(x).numpy())
+    assert y.dtype == np.float32 and list(m.parameters()) == [] and m.state_dict() == {}
+    y.sum().backward()
+    assert x.grad.shape == x.shape
+
+
+def test_more_reprs_are_pytorchs():
+    assert repr(nn.ReLU6()) == "ReLU6()" and repr(nn.ReLU6(True)) == "ReLU6(inplace=True)"
+    assert repr(nn.Hardtanh()) == "Hardtanh(min_val=-1.0, max_val=1.0)"
+    assert repr(nn.Hardtanh(-2, 3.5, True)) == "Hardtanh(min_val=-2, max_val=3.5, inplace=True)"
+    assert repr(nn.Hardsigmoid(True)) == "Hardsigmoid()" and repr(nn.Hardswish()) == "Hardswish()"
+    assert repr(nn.SELU()) == "SELU()" and repr(nn.SELU(inplace=True)) == "SELU(inplace=True)"
+    assert repr(nn.Mish(True)) == "Mish(inplace=True)" and repr(nn.LogSigmoid()) == "LogSigmoid()"
+    assert repr(nn.Softsign()) == "Softsign()" and repr(nn.Tanhshrink()) == "Tanhshrink()"
+    assert repr(nn.GLU()) == "GLU(dim=-1)" and repr(nn.GLU(1)) == "GLU(dim=1)"
+
+
+def test_more_reprs_match_torch():
+    torch = pytest.importorskip("torch")
+    for name, args in (("ReLU6", ()), ("ReLU6", (True,)), ("Hardtanh", ()),
+                       ("Hardtanh", (-2, 3.5, True)), ("Hardsigmoid", (True,)),
+                       ("Hardswish", (True,)), ("SELU", ()), ("SELU", (True,)), ("Mish", ()),
+                       ("Mish", (True,)), ("LogSigmoid", ()), ("Softsign", ()),
+                       ("Tanhshrink", ()), ("GLU", ()), ("GLU", (0,))):
+        assert repr(getattr(nn, name)(*args)) == repr(getattr(torch.nn, name)(*args))
+
+
+def test_more_layer_errors():
+    with pytest.raises(ArgumentError, match=r"Hardtanh: max_val \(1\) must be greater than "
+                                            r"min_val \(1\)"):
+        nn.Hardtanh(1, 1)
+    with pytest.raises(ShapeError, match="glu: the halved axis 1"):
+        nn.GLU(1)(tg.tensor(_x(2, 3)))
+
+
+def test_more_functional_names_take_torchs_signatures():
+    x = tg.tensor(_x(2, 3, 4) * 4)
+    for ours, op in ((F.relu6(x, inplace=True), ops.relu6(x)),
+                     (F.relu6(input=x), ops.relu6(x)),
+                     (F.hardtanh(x, -2.0, 0.5, False), ops.hardtanh(x, -2.0, 0.5)),
+                     (F.hardtanh(input=x, min_val=-0.5, max_val=1.5, inplace=True),
+                      ops.hardtanh(x, -0.5, 1.5)),
+                     (F.hardsigmoid(x, inplace=True), ops.hardsigmoid(x)),
+                     (F.hardswish(input=x, inplace=False), ops.hardswish(x)),
+                     (F.selu(x, True), ops.selu(x)), (F.mish(input=x, inplace=True), ops.mish(x)),
+                     (F.logsigmoid(input=x), ops.logsigmoid(x)), (F.softsign(x), ops.softsign(x)),
+                     (F.tanhshrink(input=x), ops.tanhshrink(x)),
+                     (F.glu(x, dim=2), ops.glu(x, axis=2)), (F.glu(input=x), ops.glu(x))):
+        np.testing.assert_array_equal(ours.numpy(), op.numpy())
+
+
+def test_more_layers_match_torch_nn():
+    torch = pytest.importorskip("torch")
+    for name, args in (("ReLU6", ()), ("Hardtanh", (-0.5, 2.0)), ("Hardsigmoid", ()),
+                       ("Hardswish", ()), ("SELU", ()), ("Mish", ()), ("LogSigmoid", ()),
+                       ("Softsign", ()), ("Tanhshrink", ()), ("GLU", ()), ("GLU", (1,))):
+        x = _x(2, 4, 6, seed=3) * 4
+        g = _x(*((2, 2, 6) if args == (1,) else (2, 4, 3) if name == "GLU" else x.shape), seed=4)
+        xt, xr = tg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        y, yr = getattr(nn, name)(*args)(xt), getattr(torch.nn, name)(*args)(xr)
+        y.backward(tg.tensor(g))
+        yr.backward(torch.from_numpy(g))
+        np.testing.assert_allclose(y.numpy(), yr.detach().numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+        np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=name)

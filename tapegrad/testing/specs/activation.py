@@ -73,3 +73,45 @@ SPECS = [
     OpSpec("prelu", ops.prelu, _prelu_inputs(3), "per channel", reference=_prelu),
     OpSpec("prelu", ops.prelu, _prelu_inputs(1), "one slope", reference=_prelu),
 ]
+
+
+def _away_from(kinks, low=-5.0, high=5.0, shape=(3, 4)):
+    """Uniform inputs, none within 0.1 of a kink (the gradchecks' steps are far smaller)."""
+    def make(r):
+        x = r.uniform(low, high, shape)
+        for k in kinks:
+            x = np.where(np.abs(x - k) < 0.1, x + 0.25, x)
+        return [x]
+
+    return make
+
+
+def _selu(x):
+    return 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(x))
+
+
+def _sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+SPECS += [
+    OpSpec("relu6", ops.relu6, _away_from([0.0, 6.0], -3.0, 9.0),
+           reference=lambda x: np.clip(x, 0, 6)),
+    OpSpec("hardtanh", ops.hardtanh, _away_from([-1.0, 1.0], -3.0, 3.0),
+           reference=lambda x: np.clip(x, -1, 1)),
+    OpSpec("hardtanh", lambda x: ops.hardtanh(x, -0.5, 2.0), _away_from([-0.5, 2.0], -3.0, 3.0),
+           "bounds", reference=lambda x: np.clip(x, -0.5, 2.0)),
+    OpSpec("hardsigmoid", ops.hardsigmoid, _away_from([-3.0, 3.0]),
+           reference=lambda x: np.clip(x / 6 + 0.5, 0, 1)),
+    OpSpec("hardswish", ops.hardswish, _away_from([-3.0, 3.0]),
+           reference=lambda x: x * np.clip(x + 3, 0, 6) / 6),
+    OpSpec("selu", ops.selu, _away_from([0.0], -3.0, 3.0), reference=_selu),
+    OpSpec("mish", ops.mish, _wide, reference=lambda x: x * np.tanh(np.log1p(np.exp(x)))),
+    OpSpec("logsigmoid", ops.logsigmoid, _wide, reference=lambda x: np.log(_sig(x))),
+    OpSpec("softsign", ops.softsign, _wide, reference=lambda x: x / (1 + np.abs(x))),
+    OpSpec("tanhshrink", ops.tanhshrink, _wide, reference=lambda x: x - np.tanh(x)),
+    OpSpec("glu", ops.glu, lambda r: [r.normal(size=(3, 4)) * 2],
+           reference=lambda x: x[:, :2] * _sig(x[:, 2:])),
+    OpSpec("glu", lambda x: ops.glu(x, dim=0), lambda r: [r.normal(size=(4, 3)) * 2], "dim 0",
+           reference=lambda x: x[:2] * _sig(x[2:])),
+]
