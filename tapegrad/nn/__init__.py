@@ -11,15 +11,25 @@ from . import functional, init, utils
 from .activation import (
     ELU,
     GELU,
+    GLU,
+    SELU,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
     LeakyReLU,
+    LogSigmoid,
     LogSoftmax,
+    Mish,
     PReLU,
     ReLU,
+    ReLU6,
     Sigmoid,
     SiLU,
     Softmax,
     Softplus,
+    Softsign,
     Tanh,
+    Tanhshrink,
 )
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv2d, ConvTranspose2d
@@ -27,6 +37,15 @@ from .linear import Dropout, Dropout2d, Flatten, Identity, Linear, Unflatten
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import IncompatibleKeys, Module, StateDictError
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, LocalResponseNorm
+from .pairwise import (
+    BCELoss,
+    CosineEmbeddingLoss,
+    CosineSimilarity,
+    HuberLoss,
+    KLDivLoss,
+    MarginRankingLoss,
+    TripletMarginLoss,
+)
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .resample import PixelShuffle, PixelUnshuffle, Upsample
@@ -40,6 +59,10 @@ __all__ = [
     "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample", "PixelShuffle",
     "PixelUnshuffle", "BatchNorm1d", "BatchNorm2d", "LocalResponseNorm", "ReLU", "LeakyReLU",
     "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "GELU", "SiLU", "ELU", "Softplus", "PReLU",
-    "LayerNorm", "GroupNorm", "CrossEntropyLoss", "MSELoss", "init", "utils",
+    "ReLU6", "Hardtanh", "Hardsigmoid", "Hardswish", "SELU", "Mish", "LogSigmoid", "Softsign",
+    "Tanhshrink", "GLU",
+    "LayerNorm", "GroupNorm", "CrossEntropyLoss", "MSELoss", "HuberLoss", "BCELoss",
+    "KLDivLoss", "MarginRankingLoss", "CosineEmbeddingLoss", "TripletMarginLoss",
+    "CosineSimilarity", "init", "utils",
     "functional",
 ]

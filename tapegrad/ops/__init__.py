@@ -3,10 +3,11 @@ side by side. Everything here is also reachable as ``tapegrad.ops.NAME``.
 
 Families: elementwise, activation, reduction, shape, linalg (the core), and
 the layer set: conv, pool, normalization (batch, layer and group norm),
-localnorm (LRN, MatConvNet's spnorm and noffset), losses, vl_loss (MatConvNet's
-vl_nnloss), dropout, distance, embedding, resample (adaptive pooling,
-interpolation, pixel shuffle). No family module shares a name with an op
-(``ops.loss`` is MatConvNet's loss function, ``ops.norm`` a vector norm).
+localnorm (LRN, MatConvNet's spnorm and noffset), losses, pairwise (losses and
+similarities between two inputs), vl_loss (MatConvNet's vl_nnloss), dropout,
+distance, embedding, resample (adaptive pooling, interpolation, pixel shuffle).
+No family module shares a name with an op (``ops.loss`` is MatConvNet's loss
+function, ``ops.norm`` a vector norm).
 """
 
 from . import (
@@ -20,6 +21,7 @@ from . import (
     localnorm,
     losses,
     normalization,
+    pairwise,
     pool,
     reduction,
     resample,
@@ -28,7 +30,7 @@ from . import (
 )
 
 FAMILIES = (elementwise, activation, reduction, shape, linalg, conv, pool, normalization,
-            localnorm, losses, vl_loss, dropout, distance, embedding, resample)
+            localnorm, losses, vl_loss, dropout, distance, embedding, resample, pairwise)
 __all__ = [name for fam in FAMILIES for name in fam.__all__]
 
 from .activation import *  # noqa: E402, F403
@@ -42,6 +44,7 @@ from .linalg import *  # noqa: E402, F403
 from .localnorm import *  # noqa: E402, F403
 from .losses import *  # noqa: E402, F403
 from .normalization import *  # noqa: E402, F403
+from .pairwise import *  # noqa: E402, F403
 from .pool import *  # noqa: E402, F403
 from .reduction import *  # noqa: E402, F403
 from .resample import *  # noqa: E402, F403
