@@ -35,11 +35,41 @@ from .device.host_memory import tune_malloc
 from .random import manual_seed
 from .tape import Function, backward, enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, get_default_dtype, set_default_dtype, tensor
+from .torch_functions import (  # torch.max, torch.var, ... with PyTorch's meaning
+    allclose,
+    argmax,
+    argmin,
+    bmm,
+    chunk,
+    dot,
+    equal,
+    gather,
+    inference_mode,
+    isfinite,
+    isinf,
+    isnan,
+    logsumexp,
+    max,  # noqa: A004
+    min,  # noqa: A004
+    mm,
+    norm,
+    numel,
+    outer,
+    permute,
+    pow,  # noqa: A004
+    sign,
+    split,
+    squeeze,
+    std,
+    transpose,
+    unsqueeze,
+    var,
+)
 
 __version__ = "0.1.0"
 
 # PyTorch's top-level functions where tapegrad.ops means exactly the same (torch.max,
-# torch.var, ... are not here: their PyTorch meaning differs from ops.max, ops.var)
+# torch.var, ... differ from ops.max, ops.var: they come from torch_functions, above)
 cat = concatenate = ops.concatenate
 stack = ops.stack
 where = ops.where
@@ -49,6 +79,8 @@ sigmoid, tanh, relu = ops.sigmoid, ops.tanh, ops.relu
 softmax, log_softmax = ops.softmax, ops.log_softmax
 sum, mean = ops.sum, ops.mean  # noqa: A001
 clamp, maximum, minimum = ops.clip, ops.maximum, ops.minimum
+sin, cos, erf, cumsum, prod = ops.sin, ops.cos, ops.erf, ops.cumsum, ops.prod
+tril, triu, sort, topk = ops.tril, ops.triu, ops.sort, ops.topk
 
 # PyTorch's dtype names (NumPy dtypes: ``x.dtype == tg.float32`` and ``x.to(tg.long)``)
 float16 = half = _np.dtype("float16")
@@ -88,6 +120,10 @@ __all__ = [
     "as_tensor", "is_tensor", "cat", "concatenate", "stack", "where", "flatten", "reshape",
     "matmul", "exp", "log", "log1p", "sqrt", "abs", "sigmoid", "tanh", "relu", "softmax",
     "log_softmax", "sum", "mean", "clamp", "maximum", "minimum",
+    "sin", "cos", "erf", "cumsum", "prod", "tril", "triu", "sort", "topk",
+    "max", "min", "argmax", "argmin", "var", "std", "squeeze", "unsqueeze", "transpose",
+    "permute", "chunk", "split", "gather", "norm", "logsumexp", "numel", "mm", "bmm", "dot",
+    "outer", "isnan", "isfinite", "isinf", "allclose", "equal", "sign", "pow", "inference_mode",
     "float16", "half", "float32", "float", "float64", "double", "int8", "uint8", "int16",
     "short", "int32", "int", "int64", "long", "bool", "complex64", "complex128",
     "ops", "errors", "nn", "optim", "data", "testing", "save", "load",

@@ -427,7 +427,39 @@ class TensorMethods:
     def ge(self, other):
         return self >= other
 
+    @_named
+    def cumsum(self, axis):
+        return _ops.cumsum(self, axis)
+
+    @_named
+    def prod(self, axis=None, keepdims=False):
+        return _ops.prod(self, axis, keepdims)
+
+    @_named
+    def sort(self, axis=-1, descending=False, stable=False):
+        """PyTorch's: ``(values, indices)``, values differentiable."""
+        return _ops.sort(self, axis, descending, stable)
+
+    @_named
+    def topk(self, k, axis=-1, largest=True, sorted=True):
+        return _ops.topk(self, k, axis, largest, sorted)
+
+    def tril(self, diagonal=0):
+        return _ops.tril(self, diagonal)
+
+    def triu(self, diagonal=0):
+        return _ops.triu(self, diagonal)
+
     # -------------------------------------------------------- elementwise
+    def sin(self):
+        return _ops.sin(self)
+
+    def cos(self):
+        return _ops.cos(self)
+
+    def erf(self):
+        return _ops.erf(self)
+
     def exp(self):
         return _ops.exp(self)
 

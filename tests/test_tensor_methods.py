@@ -370,3 +370,25 @@ def test_floor_division_and_remainder():
     v = np.array([7, -7, 5, -3])
     assert (tg.tensor(v) // 2).tolist() == (torch.tensor(v) // 2).tolist()
     assert (tg.tensor(v) % -3).tolist() == (torch.tensor(v) % -3).tolist()
+
+
+def test_methods_of_the_newer_ops_against_torch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(4).normal(size=(3, 4))
+    x, xt = tg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    pairs = [(lambda t: t.sin(), lambda t: t.sin()), (lambda t: t.cos(), lambda t: t.cos()),
+             (lambda t: t.erf(), lambda t: t.erf()),
+             (lambda t: t.cumsum(dim=1), lambda t: t.cumsum(dim=1)),
+             (lambda t: t.prod(1), lambda t: t.prod(1)),
+             (lambda t: t.sort(dim=0, descending=True).values,
+              lambda t: t.sort(dim=0, descending=True).values),
+             (lambda t: t.topk(2, dim=1).values, lambda t: t.topk(2, dim=1).values),
+             (lambda t: t.tril(), lambda t: t.tril()), (lambda t: t.triu(1), lambda t: t.triu(1))]
+    for ours, theirs in pairs:
+        u, v = ours(x), theirs(xt)
+        np.testing.assert_allclose(u.numpy(), v.detach().numpy(), rtol=1e-12, atol=1e-14)
+        x.grad, xt.grad = None, None
+        u.sum().backward()
+        v.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-14)
+    assert x.sort(1).indices.tolist() == xt.sort(1).indices.tolist()

@@ -13,10 +13,11 @@ import numpy as np
 from ..device import cpu as _cpu
 from ..errors import ArgumentError, DTypeError, describe
 from ..tape import Function
-from ..tensor import Tensor, _wrap
+from ..tensor import Tensor, _wrap, get_default_dtype
+from .activation import Erf
 
 __all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "log1p", "sqrt", "abs", "sign",
-           "maximum", "minimum", "where", "clip", "cast"]
+           "maximum", "minimum", "where", "clip", "cast", "sin", "cos", "erf"]
 
 
 class Add(Function):
@@ -448,3 +449,62 @@ class ToDevice(Function):
         src = ctx.source
         with src.use():
             return src.xp.asarray(g) if src.type == "cuda" else g.get()
+
+
+def _floating(x):
+    """Integer and bool inputs as the default float dtype (torch.sin of an int tensor)."""
+    kind = getattr(getattr(x, "dtype", None), "kind", "f")
+    return cast(x, get_default_dtype()) if kind in "biu" else x
+
+
+class Sin(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.sin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * ctx.xp.cos(x)
+
+
+def sin(x):
+    """Sine (radians); gradient ``cos(x)``.
+
+    >>> ops.sin(x)
+    """
+    return Sin.apply(_floating(x))
+
+
+class Cos(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.cos(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return -g * ctx.xp.sin(x)
+
+
+def cos(x):
+    """Cosine (radians); gradient ``-sin(x)``.
+
+    >>> ops.cos(x)
+    """
+    return Cos.apply(_floating(x))
+
+
+def erf(x):
+    """The error function, within 1 ulp of ``math.erf`` in float64 (float16 is
+    computed in float32); gradient ``2 / sqrt(pi) * exp(-x**2)``.
+
+    >>> ops.erf(tapegrad.tensor([0.0, 1.0]))   # [0, 0.8427]
+    """
+    return Erf.apply(_floating(x))

@@ -24,6 +24,8 @@ class TensorBackend:
     minimum = staticmethod(elementwise.minimum)
     where = staticmethod(elementwise.where)
     clip = staticmethod(elementwise.clip)
+    sin = staticmethod(elementwise.sin)
+    cos = staticmethod(elementwise.cos)
     tanh = staticmethod(activation.tanh)
     erf = staticmethod(activation.Erf.apply)  # GELU's vjp; NumPy and CuPy have no erf
     broadcast_to = staticmethod(shape.broadcast_to)
@@ -36,6 +38,8 @@ class TensorBackend:
     stack = staticmethod(shape.stack)
     matmul = staticmethod(linalg.matmul)
     sum = staticmethod(reduction.sum)
+    prod = staticmethod(reduction.prod)
+    cumsum = staticmethod(reduction.cumsum)
 
     @staticmethod
     def scatter_add(shape_, index, values, dtype=None):

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..args import normalize_axes, torch_names
-from ..errors import ShapeError, describe
+from ..args import normalize_axes, normalize_axis, torch_names
+from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 
-__all__ = ["sum", "mean", "var", "max", "min", "logsumexp"]
+__all__ = ["sum", "mean", "var", "max", "min", "logsumexp", "cumsum", "prod"]
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
@@ -232,3 +232,89 @@ def logsumexp(x, axis=None, keepdims=False):
     >>> ops.logsumexp(logits, axis=1)
     """
     return LogSumExp.apply(x, axis, keepdims)
+
+
+
+class CumSum(Function):
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        if x.ndim == 0:  # PyTorch: a 0-d input takes axis 0 or -1 and is its own sum
+            normalize_axis("cumsum", x.shape, axis, extra=1)
+            ctx.flip = None
+            return x.copy()
+        d = normalize_axis("cumsum", x.shape, axis)
+        ctx.axis = d
+        ctx.flip = (slice(None),) * d + (slice(None, None, -1),)
+        return downcast(ctx.xp.cumsum(x, axis=d, dtype=acc_dtype(x.dtype)), x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.flip is None:
+            return g, None
+        # out_i = sum_{j <= i} x_j, so dx_j = sum_{i >= j} g_i: a cumsum of g reversed
+        flip = ctx.flip
+        return ctx.xp.cumsum(g[flip], axis=ctx.axis)[flip], None
+
+
+@torch_names
+def cumsum(x, axis):
+    """PyTorch's ``torch.cumsum(x, dim)``: running sums along one axis (integer and
+    bool inputs give int64, as in PyTorch).
+
+    >>> ops.cumsum(tapegrad.tensor([1.0, 2.0, 3.0]), 0)   # [1, 3, 6]
+    """
+    return CumSum.apply(x, axis)
+
+
+class Prod(Function):
+    """The product over ``axis``, with PyTorch's exact gradient where inputs are 0:
+    ``d prod / d x_j`` is the product of the others (``out / x_j`` only when no
+    factor is 0). The rule is built from recorded ops and masks, so its own
+    derivative (the second one of prod) is exact too, zeros included."""
+
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, x, axis, keepdims):
+        axes = _prepare(ctx, "prod", x, axis)
+        zero = x == 0
+        has_zero = bool(zero.any())
+        out = downcast(upcast(x).prod(axis=axes, keepdims=keepdims), x.dtype)
+        if has_zero:
+            # how many factors other than x_j are 0, per element (constants of the rule)
+            others = zero.sum(axis=axes, keepdims=True) - zero
+            ctx.save_for_backward(x, out, zero, others == 0, others == 1)
+        else:
+            ctx.save_for_backward(x, out, None, None, None)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out, zero, none_else, one_else = ctx.saved_tensors
+        xp = ctx.xp
+        g = _expand(ctx, g)
+        if zero is None:
+            return g * _expand(ctx, out) / x, None, None
+        # the product of the nonzero factors, without x_j where x_j is one of them
+        nonzero = xp.where(zero, 1, x)
+        rest = xp.prod(nonzero, axis=ctx.axes, keepdims=True) / nonzero
+        # times the zero factors other than x_j: 1 when there are none; when there
+        # is one, that factor itself (0, but its derivative is 1); 0 when several
+        # (a product of two zeros: value and first derivative 0)
+        zx = x * zero
+        single = zx.sum(axis=ctx.axes, keepdims=True) - zx
+        return g * rest * (none_else + xp.where(one_else, single, 0)), None, None
+
+
+@torch_names
+def prod(x, axis=None, keepdims=False):
+    """Product over ``axis`` (None: all; an int, or NumPy's tuple); the gradient is
+    exact with zeros in the input (PyTorch's rule), and so is its derivative.
+
+    >>> ops.prod(x, axis=1, keepdims=True)
+    """
+    if isinstance(axis, bool):
+        raise ArgumentError(f"prod: axis must be None, an int or a tuple of ints, got {axis!r}")
+    return Prod.apply(x, axis, keepdims)

@@ -11,7 +11,7 @@ from ..tape import Function
 
 __all__ = ["reshape", "flatten", "transpose", "permute", "swapaxes", "broadcast_to",
            "expand_dims", "squeeze", "getitem", "setitem", "concatenate", "stack", "split",
-           "pad", "scatter_add", "gather", "scatter_add_along"]
+           "pad", "scatter_add", "gather", "scatter_add_along", "tril", "triu", "sort", "topk"]
 
 
 
@@ -501,3 +501,113 @@ def pad(x, pad_width, value=0.0):
     >>> ops.pad(x, ((0, 0), (0, 0), (1, 1), (2, 2)))   # (N, C, H, W) -> (N, C, H+2, W+4)
     """
     return Pad.apply(x, _pad_pairs(pad_width, x.shape), value)
+
+
+
+class _Triangle(Function):
+    """tril/triu: the kept triangle of the last two axes; the gradient is masked alike."""
+
+    differentiable_twice = True
+
+    @classmethod
+    def forward(cls, ctx, x, diagonal):
+        op = cls.__name__.lower()
+        if x.ndim < 2:
+            raise ShapeError(f"{op}: expects a tensor of at least 2 axes (a matrix or a batch "
+                             f"of them), got {describe(x)}")
+        if not isinstance(diagonal, (int, np.integer)) or isinstance(diagonal, bool):
+            raise ArgumentError(f"{op}: diagonal must be an int, got {diagonal!r}")
+        n, m = x.shape[-2:]
+        lower = ctx.xp.tri(n, m, int(diagonal) - cls.upper, dtype=bool)
+        ctx.keep = ~lower if cls.upper else lower  # (n, m): broadcasts over the batch axes
+        return ctx.xp.where(ctx.keep, x, ctx.xp.zeros((), x.dtype))
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.xp.where(ctx.keep, g, 0), None
+
+
+class Tril(_Triangle):
+    upper = 0
+
+
+def tril(x, diagonal=0):
+    """PyTorch's ``torch.tril``: the lower triangle of the last two axes (on and below
+    the ``diagonal``-th diagonal; 1 adds the first superdiagonal), zeros above.
+
+    >>> ops.tril(tapegrad.ones(3, 3), -1)   # strictly lower
+    """
+    return Tril.apply(x, diagonal)
+
+
+class Triu(_Triangle):
+    upper = 1
+
+
+def triu(x, diagonal=0):
+    """PyTorch's ``torch.triu``: the upper triangle of the last two axes (on and above
+    the ``diagonal``-th diagonal), zeros below.
+
+    >>> ops.triu(tapegrad.ones(3, 3), 1)   # strictly upper
+    """
+    return Triu.apply(x, diagonal)
+
+
+def _order(op, x, axis, descending):
+    """Stable argsort of ``x`` along ``axis``: ties keep their order, NaN sorts as the
+    largest value (first when descending), as PyTorch's CPU sort."""
+    from ..tensor import Tensor, _wrap
+
+    t = x if isinstance(x, Tensor) else Tensor(x)
+    if t.ndim == 0:  # PyTorch: a 0-d input takes axis 0 or -1
+        normalize_axis(op, t.shape, axis, extra=1)
+        return t, 0, _wrap(t.device.xp.zeros((), np.int64), t.device, None, 0, False)
+    d = normalize_axis(op, t.shape, axis)
+    a = t.data
+    if t.dtype.kind == "c":
+        raise ArgumentError(f"{op}: complex tensors have no order, got {describe(a)}")
+    if descending:
+        # reversed, sorted stably and reversed back: descending with ties in order
+        flip = (slice(None),) * d + (slice(None, None, -1),)
+        idx = (t.shape[d] - 1) - t.device.xp.argsort(a[flip], axis=d, kind="stable")[flip]
+    else:
+        idx = t.device.xp.argsort(a, axis=d, kind="stable")
+    return t, d, _wrap(idx.astype(np.int64, copy=False), t.device, None, 0, False)
+
+
+@torch_names
+def sort(x, axis=-1, descending=False, stable=False):
+    """PyTorch's ``torch.sort``: ``(values, indices)`` along ``axis`` (``dim=``).
+    Always stable (``stable=`` is accepted for PyTorch's signature); the values
+    carry the gradient back to where each came from.
+
+    >>> values, indices = ops.sort(x, dim=1, descending=True)
+    """
+    from ..tensor_methods import ValuesIndices
+
+    t, d, idx = _order("sort", x, axis, descending)
+    return ValuesIndices(t if t.ndim == 0 else gather(t, d, idx), idx)
+
+
+@torch_names
+def topk(x, k, axis=-1, largest=True, sorted=True):
+    """PyTorch's ``torch.topk``: the ``k`` largest (``largest=False``: smallest) values
+    along ``axis`` (``dim=``) and their indices, largest first. Ties are taken in
+    index order (PyTorch leaves their order unspecified); ``sorted=False`` returns
+    the same sorted result, one of the orders PyTorch allows.
+
+    >>> values, indices = ops.topk(scores, 5, dim=1)
+    """
+    from ..tensor_methods import ValuesIndices
+
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
+        raise ArgumentError(f"topk: k must be an int, got {k!r}")
+    t, d, idx = _order("topk", x, axis, largest)
+    n = 1 if t.ndim == 0 else t.shape[d]
+    if not 0 <= k <= n:
+        raise ShapeError(f"topk: k={k} is out of range for {n} elements along axis {d} of "
+                         f"{describe(t)}; pass 0 <= k <= {n}")
+    if t.ndim == 0:  # PyTorch returns the 0-d input for k of 0 and 1 alike
+        return ValuesIndices(t, idx)
+    idx = idx[(slice(None),) * d + (slice(0, int(k)),)]
+    return ValuesIndices(gather(t, d, idx), idx)

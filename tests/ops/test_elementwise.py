@@ -155,3 +155,28 @@ def test_maximum_minimum_pass_the_gradient_through_nan():
         win = [1.0, 1.0, 1.0] if op is ops.maximum else [1.0, 1.0, 0.0]
         np.testing.assert_array_equal(x.grad.numpy(), win)  # before: 0 at the NaN
         np.testing.assert_array_equal(y.grad.numpy(), [1.0, 1.0, 1.0 - win[2]])
+
+
+# ---------------------------------------------------------------- sin, cos, erf
+
+
+def test_sin_cos_erf_values_and_gradients_closed_form():
+    import math
+
+    x = np.linspace(-3, 3, 13)
+    for op, f, df in ((ops.sin, np.sin, np.cos), (ops.cos, np.cos, lambda v: -np.sin(v)),
+                      (ops.erf, np.vectorize(math.erf),
+                       lambda v: 2 / math.sqrt(math.pi) * np.exp(-v * v))):
+        t = tg.tensor(x, requires_grad=True)
+        y = op(t)
+        np.testing.assert_allclose(y.numpy(), f(x), rtol=1e-15, atol=1e-16)
+        y.sum().backward()
+        np.testing.assert_allclose(t.grad.numpy(), df(x), rtol=1e-14, atol=1e-16)
+
+
+def test_sin_cos_erf_dtypes():
+    for op in (ops.sin, ops.cos, ops.erf):
+        assert op(tg.tensor([0, 1, 2])).dtype == tg.get_default_dtype()  # ints: default float
+        assert op(tg.ones(2, dtype=tg.float16)).dtype == tg.float16
+        assert op(tg.ones(2)).dtype == tg.float32
+    assert float(ops.erf(tg.tensor(1e4, dtype=tg.float16))) == 1.0

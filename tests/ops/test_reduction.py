@@ -191,3 +191,56 @@ def test_logsumexp_of_nothing_is_minus_inf():
 def test_var_without_degrees_of_freedom_raises():
     with pytest.raises(ShapeError, match=r"var: 0 elements .*\(0, 3\).*no degrees of freedom"):
         ops.var(tg.tensor(np.zeros((0, 3))), axis=0)
+
+
+# ---------------------------------------------------------------- cumsum, prod
+
+
+def test_cumsum_and_its_gradient_against_loops():
+    x = np.random.default_rng(0).normal(size=(3, 4))
+    t = tg.tensor(x, requires_grad=True)
+    y = ops.cumsum(t, dim=1)
+    ref = np.empty_like(x)
+    for i in range(3):
+        for j in range(4):
+            ref[i, j] = x[i, :j + 1].sum()
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-14)
+    w = np.arange(12.0).reshape(3, 4)
+    (y * tg.tensor(w)).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), w[:, ::-1].cumsum(1)[:, ::-1])  # sum_{i>=j} w_i
+    assert ops.cumsum(tg.tensor([True, True]), 0).dtype == tg.int64
+    assert float(ops.cumsum(tg.tensor(3.0), -1)) == 3.0
+    with pytest.raises(ShapeError, match="cumsum: axis 2"):
+        ops.cumsum(t, 2)
+
+
+def _others(x):
+    """d prod(x) / d x_j: the product of the other elements, by a loop."""
+    return np.array([np.prod(np.delete(x, j)) for j in range(len(x))])
+
+
+@pytest.mark.parametrize("row", [[1.5, -2.0, 0.5, 3.0], [1.5, 0.0, 0.5, 3.0],
+                                 [0.0, 2.0, 0.0, 3.0], [0.0, 0.0, 0.0, 1.0]])
+def test_prod_gradient_is_the_product_of_the_others_with_zeros(row):
+    x = np.array(row)
+    t = tg.tensor(x, requires_grad=True)
+    (g,) = tg.grad(ops.prod(t), [t], create_graph=True)
+    np.testing.assert_allclose(g.numpy(), _others(x), atol=1e-15)
+    # second derivative: d^2 prod / dx_i dx_j = the product of all but i and j (0 on i == j)
+    hess = np.array([[0.0 if i == j else np.prod(np.delete(x, [i, j])) for j in range(4)]
+                     for i in range(4)])
+    for i in range(4):
+        (h,) = tg.grad(g[i], [t], retain_graph=True, allow_unused=True)
+        np.testing.assert_allclose(h.numpy(), hess[i], atol=1e-15)
+
+
+def test_prod_axis_keepdims_and_dtypes():
+    x = np.array([[1.0, 2.0, 3.0], [0.0, 4.0, 5.0]])
+    assert ops.prod(tg.tensor(x), dim=1, keepdim=True).numpy().tolist() == [[6.0], [0.0]]
+    assert ops.prod(tg.tensor(x), 0).numpy().tolist() == [0.0, 8.0, 15.0]
+    assert ops.prod(tg.tensor([[1, 2], [3, 4]], dtype=tg.int32)).dtype == tg.int64
+    half = ops.prod(tg.full((15,), 2.0, dtype=tg.float16))
+    assert half.dtype == tg.float16 and float(half) == 2.0**15
+    assert float(ops.prod(tg.zeros(0, 3), 0).sum()) == 3.0  # the empty product is 1
+    with pytest.raises(ArgumentError, match="prod: axis must be"):
+        ops.prod(tg.tensor(x), True)

@@ -177,3 +177,51 @@ def test_zero_size_shape_ops(call, out_shape):
     assert y.shape == out_shape and y.dtype == np.float32
     ops.sum(y).backward()
     assert x.grad.shape == x.shape
+
+
+# ---------------------------------------------------------------- tril, triu, sort, topk
+
+
+@pytest.mark.parametrize("k", [-2, -1, 0, 1, 3])
+def test_tril_triu_against_loops(k):
+    x = np.random.default_rng(1).normal(size=(2, 3, 4))
+    for op, keep in ((ops.tril, lambda i, j: j - i <= k), (ops.triu, lambda i, j: j - i >= k)):
+        t = tg.tensor(x, requires_grad=True)
+        y = op(t, k)
+        ref = np.array([[[x[b, i, j] if keep(i, j) else 0.0 for j in range(4)]
+                         for i in range(3)] for b in range(2)])
+        np.testing.assert_array_equal(y.numpy(), ref)
+        y.sum().backward()
+        np.testing.assert_array_equal(t.grad.numpy(), (ref != 0).astype(float))
+
+
+def test_tril_errors_and_non_finite_values():
+    with pytest.raises(ShapeError, match=r"tril: expects a tensor of at least 2 axes.*\(3,\)"):
+        ops.tril(tg.ones(3))
+    with pytest.raises(ArgumentError, match="triu: diagonal must be an int"):
+        ops.triu(tg.ones(2, 2), 0.5)
+    assert ops.triu(tg.tensor([[1.0, 2.0], [np.inf, 3.0]])).numpy().tolist() == [[1, 2], [0, 3]]
+
+
+def test_sort_is_stable_and_puts_nan_last():
+    x = np.array([3.0, 1.0, np.nan, 1.0, 3.0, 2.0])
+    v, i = ops.sort(tg.tensor(x))
+    assert i.numpy().tolist() == [1, 3, 5, 0, 4, 2] and i.dtype == tg.int64
+    v, i = ops.sort(tg.tensor(x), descending=True)
+    assert i.numpy().tolist() == [2, 0, 4, 5, 1, 3]
+    np.testing.assert_array_equal(v.numpy(), x[[2, 0, 4, 5, 1, 3]])
+
+
+def test_sort_and_topk_values_carry_the_gradient_back():
+    x = np.array([[0.3, -1.0, 2.0, 0.5], [1.0, 0.0, -0.5, 0.2]])
+    t = tg.tensor(x, requires_grad=True)
+    v, i = ops.topk(t, 2, dim=1)
+    assert i.numpy().tolist() == [[2, 3], [0, 3]]
+    (v * tg.tensor([[1.0, 10.0], [100.0, 1000.0]])).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), [[0, 0, 1, 10], [100, 0, 0, 1000]])
+    v, i = ops.topk(tg.tensor(x), 3, axis=-1, largest=False)
+    assert i.numpy().tolist() == [[1, 0, 3], [2, 1, 3]]
+    assert ops.sort(tg.tensor(x), dim=0).indices.numpy().tolist() == [[0, 0, 1, 1], [1, 1, 0, 0]]
+    with pytest.raises(ShapeError, match=r"topk: k=5 is out of range for 4 elements"):
+        ops.topk(tg.tensor(x), 5)
+    assert ops.topk(tg.zeros(0, 4), 2).values.shape == (0, 2)

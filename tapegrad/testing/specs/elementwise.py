@@ -1,5 +1,7 @@
 """Specs of tapegrad/ops/elementwise.py."""
 
+import math
+
 import numpy as np
 
 from ... import ops
@@ -61,4 +63,11 @@ SPECS = [
     # to float64 and back: the gradient is cast back each way
     OpSpec("cast", lambda x: ops.cast(ops.cast(x, "float64") * 2.0, x.dtype), _any((2, 3)),
            "round trip", reference=lambda x: x * 2.0),
+]
+
+SPECS += [
+    OpSpec("sin", ops.sin, _any((2, 3)), reference=np.sin),
+    OpSpec("cos", ops.cos, _any((2, 3)), reference=np.cos),
+    OpSpec("erf", ops.erf, lambda r: [r.uniform(-3.0, 3.0, (3, 4))],
+           reference=np.vectorize(math.erf, otypes=[float])),
 ]

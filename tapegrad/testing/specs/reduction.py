@@ -48,3 +48,20 @@ SPECS = [
     OpSpec("logsumexp", lambda x: ops.logsumexp(x * 50.0), _x, "large",
            reference=lambda x: _logsumexp(x * 50.0)),
 ]
+
+
+def _with_zeros(r):
+    # rows with no, one and two zeros: each case of prod's gradient rule
+    x = r.uniform(0.5, 1.5, (3, 4)) * r.choice([-1, 1], (3, 4))
+    x[1, 2] = x[2, 0] = x[2, 3] = 0.0
+    return [x]
+
+
+SPECS += [
+    OpSpec("cumsum", lambda x: ops.cumsum(x, 1), _x, reference=lambda x: np.cumsum(x, 1)),
+    OpSpec("prod", lambda x: ops.prod(x, axis=-1), _x, reference=lambda x: x.prod(-1)),
+    OpSpec("prod", ops.prod, lambda r: [r.uniform(0.5, 1.5, (2, 3))], "all",
+           reference=np.prod),
+    OpSpec("prod", lambda x: ops.prod(x, 1, keepdims=True), _with_zeros, "zeros",
+           reference=lambda x: x.prod(1, keepdims=True)),
+]

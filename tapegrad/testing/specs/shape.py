@@ -97,3 +97,21 @@ SPECS = [
     OpSpec("pad", lambda x: ops.pad(x, ((1, 0), (2, 3)), value=0.5), _x((2, 3)),
            reference=lambda x: np.pad(x, ((1, 0), (2, 3)), constant_values=0.5)),
 ]
+
+
+def _distinct(r):
+    return [r.permutation(12).reshape(3, 4) * 0.1 + r.uniform(0, 0.01, (3, 4))]
+
+
+SPECS += [
+    OpSpec("tril", lambda x: ops.tril(x, -1), _x((2, 3, 4)),
+           reference=lambda x: np.tril(x, -1)),
+    OpSpec("triu", lambda x: ops.triu(x, 1), _x((3, 4)), reference=lambda x: np.triu(x, 1)),
+    OpSpec("sort", lambda x: ops.sort(x, 1, descending=True)[0], _distinct,
+           reference=lambda x: -np.sort(-x, 1)),
+    OpSpec("topk", lambda x: ops.topk(x, 2, axis=1)[0], _distinct,
+           reference=lambda x: -np.sort(-x, 1)[:, :2]),
+    OpSpec("topk", lambda x: ops.topk(x, 2, axis=0, largest=False)[0], _distinct, "smallest",
+           reference=lambda x: np.sort(x, 0)[:2], zero_size=None,
+           zero_size_reason="k=2 along axis 0, the batch"),
+]
