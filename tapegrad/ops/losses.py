@@ -388,15 +388,16 @@ def mse_loss(input, target, reduction="mean"):
     return MSELoss.apply(x, y, denom=denom)
 
 
-def _elementwise_inputs(op, input, target, reduction):
-    """``(x, y, denom)`` of an elementwise loss: ``target`` a constant in
-    ``input``'s dtype unless it is a Tensor, the two shapes equal or one
-    broadcasting to the other's, and the mean's denominator (all elements)."""
+def _elementwise_pair(op, input, target):
+    """``(x, y, n)`` of a loss between two same-shaped inputs: ``target`` a constant
+    in ``input``'s dtype unless it is a Tensor, both floating (PyTorch refuses an
+    integer target), the two shapes equal or one broadcasting to the other's, and
+    ``n`` the number of elements of the broadcast shape."""
     x = as_tensor(input)
     xp = x.device.xp
     y = target if isinstance(target, Tensor) else const(target, xp, x.dtype)
     check_float(op, x.data)
-    check_reduction(op, reduction)
+    check_float(op, y, "target")
     try:
         shape = np.broadcast_shapes(x.shape, y.shape)
     except ValueError:
@@ -404,9 +405,13 @@ def _elementwise_inputs(op, input, target, reduction):
     if shape not in (x.shape, y.shape):
         raise ShapeError(f"{op}: input {describe(x)} and target {describe(y)} must have "
                          "the same shape (or one must broadcast to the other's shape)")
-    n = 1
-    for s in shape:
-        n *= s
+    return x, y, int(np.prod(shape, dtype=np.int64))
+
+
+def _elementwise_inputs(op, input, target, reduction):
+    """:func:`_elementwise_pair` and the mean's denominator for ``reduction``."""
+    check_reduction(op, reduction)
+    x, y, n = _elementwise_pair(op, input, target)
     return x, y, _plain_denominator(reduction, n)
 
 

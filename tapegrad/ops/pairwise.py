@@ -28,6 +28,7 @@ from ..tape import Function
 from ..tensor import Tensor
 from . import elementwise as _ew
 from .linalg import norm
+from .losses import _elementwise_pair as _inputs
 from .losses import _plain_denominator, _reduced
 from .reduction import mean, sum, upcast
 
@@ -38,23 +39,6 @@ _BCE_EPS = 1e-12  # PyTorch's floor on x (1 - x) in the BCE gradient
 
 
 # ------------------------------------------------------------------ helpers
-
-def _inputs(op, input, target):
-    """``(x, y, n)``: ``target`` a constant in ``input``'s dtype unless it is a
-    Tensor, one shape broadcasting to the other's, ``n`` the broadcast size."""
-    x = as_tensor(input)
-    y = target if isinstance(target, Tensor) else const(target, x.device.xp, x.dtype)
-    check_float(op, x.data)
-    check_float(op, y, "target")
-    try:
-        shape = np.broadcast_shapes(x.shape, y.shape)
-    except ValueError:
-        shape = None
-    if shape not in (x.shape, y.shape):
-        raise ShapeError(f"{op}: input {describe(x)} and target {describe(y)} must have "
-                         "the same shape (or one must broadcast to the other's shape)")
-    return x, y, int(np.prod(shape, dtype=np.int64))
-
 
 def _reduce(loss, reduction):
     """PyTorch's ``apply_loss_reduction`` on a recorded per-element loss."""

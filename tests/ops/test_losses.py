@@ -564,3 +564,10 @@ def test_bce_with_logits_second_derivative_at_zero_logits():
         (g,) = tapegrad.grad(loss, x, create_graph=True)
         (h,) = tapegrad.grad(g.sum(), x)
         np.testing.assert_allclose(h.numpy(), expect_x)  # d/dx (1 + (pw-1) t) sigmoid(x)
+
+
+def test_elementwise_losses_refuse_integer_targets_as_pytorch():
+    x = tapegrad.tensor([1.0, 2.0])
+    for loss in (ops.mse_loss, ops.l1_loss, ops.smooth_l1_loss, ops.huber_loss):
+        with pytest.raises(DTypeError, match="target"):
+            loss(x, tapegrad.tensor([1, 2]))
