@@ -17,6 +17,7 @@ from ..ops import *  # noqa: F403
 from ..ops import __all__, getitem  # noqa: F401 - re-exported
 from ..ops import activation as _activation
 from ..ops import pad as _numpy_pad
+from ..ops import smooth as _smooth
 
 # index arrays of the non-constant modes are NumPy's pad of arange(n)
 _NUMPY_MODE = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
@@ -142,7 +143,7 @@ def silu(input, inplace=False):  # noqa: A002 - PyTorch's names
 
     >>> F.silu(x)
     """
-    return _activation.silu(input)
+    return _smooth.silu(input)
 
 
 def elu(input, alpha=1.0, inplace=False):  # noqa: A002 - PyTorch's names
@@ -151,7 +152,7 @@ def elu(input, alpha=1.0, inplace=False):  # noqa: A002 - PyTorch's names
 
     >>> F.elu(x, alpha=0.5)
     """
-    return _activation.elu(input, alpha)
+    return _smooth.elu(input, alpha)
 
 
 # F.logsigmoid, F.softsign, F.tanhshrink and F.glu are the ops; these add ``inplace``

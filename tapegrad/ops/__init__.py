@@ -1,7 +1,8 @@
 """All differentiable ops, one module per family, each op's forward and vjp
 side by side. Everything here is also reachable as ``tapegrad.ops.NAME``.
 
-Families: elementwise, activation, reduction, shape, linalg (the core), and
+Families: elementwise, activation, smooth (softmax, GELU, SiLU, ELU, softplus,
+PReLU), reduction, shape, linalg (the core), and
 the layer set: conv, pool, normalization (batch, layer and group norm),
 localnorm (LRN, MatConvNet's spnorm and noffset), losses, pairwise (losses and
 similarities between two inputs), vl_loss (MatConvNet's vl_nnloss), dropout,
@@ -26,11 +27,13 @@ from . import (
     reduction,
     resample,
     shape,
+    smooth,
     vl_loss,
 )
 
-FAMILIES = (elementwise, activation, reduction, shape, linalg, conv, pool, normalization,
-            localnorm, losses, vl_loss, dropout, distance, embedding, resample, pairwise)
+FAMILIES = (elementwise, activation, smooth, reduction, shape, linalg, conv, pool,
+            normalization, localnorm, losses, vl_loss, dropout, distance, embedding, resample,
+            pairwise)
 __all__ = [name for fam in FAMILIES for name in fam.__all__]
 
 from .activation import *  # noqa: E402, F403
@@ -49,4 +52,5 @@ from .pool import *  # noqa: E402, F403
 from .reduction import *  # noqa: E402, F403
 from .resample import *  # noqa: E402, F403
 from .shape import *  # noqa: E402, F403
+from .smooth import *  # noqa: E402, F403
 from .vl_loss import *  # noqa: E402, F403

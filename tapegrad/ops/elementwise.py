@@ -14,7 +14,7 @@ from ..device import cpu as _cpu
 from ..errors import ArgumentError, DTypeError, describe
 from ..tape import Function
 from ..tensor import Tensor, _wrap, get_default_dtype
-from .activation import Erf
+from .smooth import Erf
 
 __all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "log1p", "sqrt", "abs", "sign",
            "maximum", "minimum", "where", "clip", "cast", "sin", "cos", "erf"]

@@ -29,8 +29,9 @@ from ..device import get_array_module
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
-from .activation import sigmoid, softmax, softplus
+from .activation import sigmoid
 from .reduction import acc_dtype, downcast, upcast
+from .smooth import softmax, softplus
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
            "binary_cross_entropy_with_logits",

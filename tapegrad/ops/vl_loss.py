@@ -16,9 +16,10 @@ from ..args import const as _const
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
-from .activation import sigmoid, softmax
+from .activation import sigmoid
 from .losses import _class_targets, _gather, _onehot, _topk_wrong
 from .reduction import upcast
+from .smooth import softmax
 
 __all__ = ["loss"]
 
