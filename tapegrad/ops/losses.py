@@ -417,21 +417,25 @@ def _elementwise_inputs(op, input, target, reduction):
 
 
 class SmoothL1Loss(Function):
-    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = x - y``);
-    ``beta = 0`` is the L1 loss. The vjp, ``d / beta`` or ``sign(d)``, uses only
-    differentiable operations."""
+    """``scale * 0.5 d^2 / beta`` where ``|d| < beta``, else ``scale * (|d| - 0.5 beta)``
+    (``d = x - y``): ``beta = 0`` is the L1 loss, ``scale = 1`` the smooth L1 loss and
+    ``scale = beta`` the Huber loss. float16 is computed in float32. The vjp,
+    ``scale * d / beta`` or ``scale * sign(d)``, uses only differentiable operations."""
 
     differentiable_twice = True
 
     @staticmethod
-    def forward(ctx, x, y, denom=1, beta=1.0):
+    def forward(ctx, x, y, denom=1, beta=1.0, scale=1.0):
         xp = ctx.xp
-        d = x - y
+        d = upcast(x) - upcast(y)  # float16: squares in float32
         a = xp.abs(d)
-        loss = a if beta == 0 else xp.where(a < beta, (0.5 / beta) * d * d, a - 0.5 * beta)
-        ctx.beta = beta
+        if beta == 0:
+            loss = a
+        else:
+            loss = xp.where(a < beta, (0.5 * scale / beta) * d * d, scale * (a - 0.5 * beta))
+        ctx.beta, ctx.scale = beta, scale
         ctx.save_for_backward(x, y)
-        return _reduced(ctx, loss, denom, loss.dtype)
+        return _reduced(ctx, loss, denom, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -439,8 +443,10 @@ class SmoothL1Loss(Function):
         x, y = ctx.saved_tensors
         d = x - y
         slope = xp.sign(d)
+        if ctx.scale != 1:
+            slope = slope * ctx.scale
         if ctx.beta:
-            slope = xp.where(xp.abs(d) < ctx.beta, d * (1 / ctx.beta), slope)
+            slope = xp.where(xp.abs(d) < ctx.beta, d * (ctx.scale / ctx.beta), slope)
         gx = slope * (g / ctx.denom if ctx.denom is not None else g)
         return (gx if ctx.needs_input_grad[0] else None), (-gx if ctx.needs_input_grad[1]
                                                            else None)

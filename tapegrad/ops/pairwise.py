@@ -28,8 +28,8 @@ from ..tape import Function
 from ..tensor import Tensor
 from . import elementwise as _ew
 from .linalg import norm
+from .losses import SmoothL1Loss, _plain_denominator, _reduced
 from .losses import _elementwise_pair as _inputs
-from .losses import _plain_denominator, _reduced
 from .reduction import mean, sum, upcast
 
 __all__ = ["huber_loss", "binary_cross_entropy", "kl_div", "cosine_similarity", "normalize",
@@ -55,38 +55,7 @@ def _check_number(op, name, value, positive=False):
     return float(value)
 
 
-def _grad_pair(ctx, gx):
-    return (gx if ctx.needs_input_grad[0] else None,
-            -gx if ctx.needs_input_grad[1] else None)
-
-
 # ------------------------------------------------------------------ huber
-
-class HuberLoss(Function):
-    """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``
-    (``d = x - y``); the vjp, ``d`` or ``delta sign(d)``, uses only
-    differentiable operations."""
-
-    differentiable_twice = True
-
-    @staticmethod
-    def forward(ctx, x, y, denom=1, delta=1.0):
-        xp = ctx.xp
-        d = upcast(x) - upcast(y)  # float16: squares in float32
-        a = xp.abs(d)
-        loss = xp.where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta))
-        ctx.delta = delta
-        ctx.save_for_backward(x, y)
-        return _reduced(ctx, loss, denom, x.dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        xp = ctx.xp
-        x, y = ctx.saved_tensors
-        d = x - y
-        slope = xp.where(xp.abs(d) < ctx.delta, d, xp.sign(d) * ctx.delta)
-        return _grad_pair(ctx, slope * (g / ctx.denom if ctx.denom is not None else g))
-
 
 def huber_loss(input, target, reduction="mean", delta=1.0):
     """PyTorch's Huber loss: ``0.5 d^2`` below ``delta``, ``delta (|d| - 0.5
@@ -98,7 +67,9 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     delta = _check_number("huber_loss", "delta", delta, positive=True)
     x, y, n = _inputs("huber_loss", input, target)
     check_reduction("huber_loss", reduction)
-    return HuberLoss.apply(x, y, denom=_plain_denominator(reduction, n), delta=delta)
+    # PyTorch's identity: huber_loss(delta) = delta * smooth_l1_loss(beta=delta)
+    return SmoothL1Loss.apply(x, y, denom=_plain_denominator(reduction, n), beta=delta,
+                              scale=delta)
 
 
 # ---------------------------------------------------- binary cross-entropy

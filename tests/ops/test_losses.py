@@ -571,3 +571,14 @@ def test_elementwise_losses_refuse_integer_targets_as_pytorch():
     for loss in (ops.mse_loss, ops.l1_loss, ops.smooth_l1_loss, ops.huber_loss):
         with pytest.raises(DTypeError, match="target"):
             loss(x, tapegrad.tensor([1, 2]))
+
+
+def test_smooth_l1_and_huber_square_float16_in_float32():
+    # d = 300: d^2 = 90000 overflows float16; both losses square in float32
+    x = tapegrad.tensor(np.array([300.0, 0.5], np.float16))
+    y = tapegrad.tensor(np.zeros(2, np.float16))
+    got = ops.smooth_l1_loss(x, y, "none", beta=400.0)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.numpy().astype(float), [112.5, 0.5 * 0.25 / 400], rtol=1e-3)
+    np.testing.assert_allclose(ops.huber_loss(x, y, "none", delta=400.0).numpy().astype(float),
+                               [45000 / 1, 0.125], rtol=1e-3)
