@@ -39,14 +39,6 @@ class ValuesIndices(NamedTuple):
     indices: object
 
 
-def _alias(op, name, value, numpy_name, numpy_value):
-    if numpy_value is None:
-        return value
-    if value is not None:
-        raise ArgumentError(f"{op}: pass {name}= or {numpy_name}=, not both (they mean the same)")
-    return numpy_value
-
-
 def _sizes(op, sizes):
     """``f(2, 3)`` or ``f((2, 3))`` -> ``(2, 3)``."""
     if len(sizes) == 1 and not isinstance(sizes[0], int):
@@ -158,16 +150,18 @@ class TensorMethods:
         """PyTorch's ``x.std(dim, unbiased, keepdim)``: the square root of :meth:`var`."""
         return self.var(axis, unbiased, keepdims, correction=correction, ddof=ddof).sqrt()
 
-    def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    @_named
+    def max(self, axis=None, keepdims=False):
         """PyTorch's: ``x.max()`` the largest value; ``x.max(dim)`` the pair
         ``(values, indices)`` along ``dim`` (the gradient goes to the chosen
         index); ``x.max(other)`` the elementwise maximum. Values over several
         axes at once: :meth:`amax`."""
-        return self._extreme("max", dim, keepdim, axis, keepdims)
+        return self._extreme("max", axis, keepdims)
 
-    def min(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    @_named
+    def min(self, axis=None, keepdims=False):
         """PyTorch's: ``x.min()``, ``values, indices = x.min(dim)``, ``x.min(other)``."""
-        return self._extreme("min", dim, keepdim, axis, keepdims)
+        return self._extreme("min", axis, keepdims)
 
     @_named
     def amax(self, axis=None, keepdims=False):
@@ -178,9 +172,7 @@ class TensorMethods:
     def amin(self, axis=None, keepdims=False):
         return _ops.min(self, axis, keepdims)
 
-    def _extreme(self, op, dim, keepdim, axis, keepdims):
-        dim = _alias(op, "dim", dim, "axis", axis)
-        keepdim = _alias(op, "keepdim", keepdim if keepdim else None, "keepdims", keepdims)
+    def _extreme(self, op, dim, keepdim):
         if isinstance(dim, TensorMethods):
             return (_ops.maximum if op == "max" else _ops.minimum)(self, dim)
         if dim is None:
