@@ -144,9 +144,10 @@ def _check_children(name: str, schedulers: list, optimizer) -> None:
 class _Composite(LRScheduler):
     """State of a scheduler made of others: its own, plus theirs in order."""
 
+    _not_state = LRScheduler._not_state + ("_schedulers",)
+
     def state_dict(self) -> dict:
-        state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("optimizer", "_schedulers")}
+        state = super().state_dict()
         state["_schedulers"] = [s.state_dict() for s in self._schedulers]
         return state
 
