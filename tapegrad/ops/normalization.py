@@ -60,9 +60,9 @@ def _row(xp, v, ln):
     return v if ln == 1 else xp.repeat(v, ln)
 
 
-def _rowsum(xp, a3):
-    """sum(a3, axis=2) through BLAS: (N, C, L) -> (N, C)."""
-    return xp.matmul(a3, xp.ones(a3.shape[2], a3.dtype))
+def _rowsum(xp, a):
+    """Sum over the last axis through BLAS: (N, C, L) -> (N, C), (R, D) -> (R,)."""
+    return xp.matmul(a, xp.ones(a.shape[-1], a.dtype))
 
 
 def _rowdot(xp, a3, b3):
@@ -274,11 +274,6 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 # ------------------------------------------------------- layer norm, group norm
 
 
-def _sum_rows(xp, a):
-    """sum(a, axis=1) through BLAS: (R, D) -> (R,)."""
-    return xp.matmul(a, xp.ones(a.shape[1], a.dtype))
-
-
 def _sum_cols(xp, a):
     """sum(a, axis=0) through BLAS: (N, P) -> (P,)."""
     return xp.matmul(xp.ones(a.shape[0], a.dtype), a)
@@ -330,7 +325,7 @@ class _RowNorm(Function):
         # loses no digits in the float32 sums; two passes, stable for a tiny variance
         shift = x2[:, :1].copy()  # (R, 1); (R, 0) for empty rows
         xc = x2 - shift  # (R, D): the one buffer, y at the end
-        mean = _sum_rows(xp, xc) / max(d, 1)  # (R,), the mean of x - shift
+        mean = _rowsum(xp, xc) / max(d, 1)  # (R,), the mean of x - shift
         xc -= mean[:, None]
         invstd = 1 / xp.sqrt(_dot_rows(xp, xc, xc) / max(d, 1) + eps)  # biased variance
         xc *= invstd[:, None]  # x_hat
@@ -369,7 +364,7 @@ class _RowNorm(Function):
             if weight is not None:
                 gh = g2 * _row(xp, upcast(weight).reshape(k), rep)
             gh = gh.reshape(r, d)  # (N, P) -> (R, D)
-            c1 = _sum_rows(xp, gh) / max(d, 1)  # mean(gh), (R,)
+            c1 = _rowsum(xp, gh) / max(d, 1)  # mean(gh), (R,)
             c2 = _dot_rows(xp, gh, xhat) / max(d, 1)  # mean(gh * x_hat), (R,)
             xhat *= -c2[:, None]  # dx = invstd * (gh - c1 - x_hat * c2), in x_hat's buffer
             xhat += gh
