@@ -11,6 +11,7 @@ tensors, and frees each entry's saved arrays right after its vjp has run.
 from __future__ import annotations
 
 import threading
+import weakref
 from operator import attrgetter
 
 from .device.backend import sum_to_shape
@@ -18,7 +19,8 @@ from .errors import GraphError, describe
 from .grad_mode import _local
 from .tape import _check_versions, _freed_message
 
-__all__ = ["backward", "grad", "entries", "run_backward"]
+__all__ = ["backward", "grad", "entries", "run_backward", "queue_callback",
+           "register_post_accumulate_grad_hook", "RemovableHandle"]
 
 _by_seq = attrgetter("seq")
 Tensor = None  # bound by tensor.py through tape._bind (import cycle)
@@ -56,22 +58,33 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
 
     stack = []
     for t, g in zip(roots, grads):
-        if t._node is None:
-            to_leaf(t, g)
-        else:
+        if t._node is not None:
             if t._node not in pending:
                 stack.append(t._node)
             _add_pending(pending, t._node, t._out_nr, g)
 
     order = _reachable(stack)
+    # leaves with post-accumulate hooks: how many edges still lead to each (None: no hooks)
+    left = _hooked_leaf_edges(roots, order) if _post_hooks and capture is None else None
+    for t, g in zip(roots, grads):
+        if t._node is None:
+            to_leaf(t, g)
+            if left is not None:
+                _edge_done(left, t)
 
     prev_mode = _local.enabled
     _local.enabled = create_graph
+    outer_callbacks = _callbacks.queue
+    _callbacks.queue = []
     try:
         for node in order:
             buf = pending.pop(node, None)
-            if buf is None:
-                continue  # nothing flowed into it (its consumers' gradients were None)
+            if buf is None:  # nothing flowed into it (its consumers' gradients were None)
+                if left is not None:
+                    for _, target, k, _, _ in node.edges:
+                        if k < 0:
+                            _edge_done(left, target)
+                continue
             if node.saved is None:  # released by an earlier backward
                 raise GraphError(_freed_message(node))
             grads = (buf,) if node.n_out == 1 else buf  # one gradient per output
@@ -94,6 +107,8 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
             for i, target, k, shape, dtype in node.edges:
                 g = in_grads[i]
                 if g is None:
+                    if k < 0 and left is not None:
+                        _edge_done(left, target)
                     continue
                 if g.shape != shape:
                     g = _reduce(node, g, shape)
@@ -101,14 +116,95 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                     g = g.astype(dtype)
                 if k < 0:
                     to_leaf(target, g)
+                    if left is not None:
+                        _edge_done(left, target)
                 elif target.n_out == 1:  # the common case, inlined
                     old = pending.get(target)
                     pending[target] = g if old is None else old + g
                 else:
                     _add_pending(pending, target, k, g)
+        queue = _callbacks.queue
+        while queue:  # callbacks may queue more callbacks
+            queue.pop(0)()
     finally:
         _local.enabled = prev_mode
+        _callbacks.queue = outer_callbacks
     return captured
+
+
+# ------------------------------------------------------------------ hooks
+class RemovableHandle:
+    """What registering a hook returns: ``handle.remove()`` unregisters it."""
+
+    __slots__ = ("_hooks", "_hook")
+
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+# id(leaf) -> (weakref to the leaf, [hook, ...]); empty (and free) unless hooks exist
+_post_hooks: dict = {}
+
+
+def register_post_accumulate_grad_hook(t, hook) -> RemovableHandle:
+    """Call ``hook(t)`` each time a backward has finished accumulating into the
+    leaf ``t``'s ``.grad`` -- after *all* of that backward's contributions, however
+    many consumers ``t`` has (PyTorch's ``Tensor.register_post_accumulate_grad_hook``;
+    what DistributedDataParallel uses to start a bucket's reduction early)."""
+    if not t.requires_grad or t._node is not None:
+        raise GraphError("register_post_accumulate_grad_hook: only leaf tensors that require "
+                         f"grad accumulate a .grad; got {describe(t)}")
+    key = id(t)
+    entry = _post_hooks.get(key)
+    if entry is None or entry[0]() is not t:
+        entry = _post_hooks[key] = (weakref.ref(t, lambda _, k=key: _post_hooks.pop(k, None)), [])
+    entry[1].append(hook)
+    return RemovableHandle(entry[1], hook)
+
+
+def _hooked_leaf_edges(roots, order):
+    """{id(leaf): [leaf, edges still to arrive]} for hooked leaves this backward reaches."""
+    left = {}
+    for t in roots:
+        if t._node is None and id(t) in _post_hooks:
+            left.setdefault(id(t), [t, 0])[1] += 1
+    for node in order:
+        for _, target, k, _, _ in node.edges:
+            if k < 0 and id(target) in _post_hooks:
+                left.setdefault(id(target), [target, 0])[1] += 1
+    return left
+
+
+def _edge_done(left, t):
+    item = left.get(id(t))
+    if item is None:
+        return
+    item[1] -= 1
+    if item[1] == 0 and t.grad is not None:
+        entry = _post_hooks.get(id(t))
+        for hook in list(entry[1]) if entry else ():
+            hook(t)
+
+
+class _CallbackQueue(threading.local):
+    queue = None  # a list while a backward runs in this thread
+
+
+_callbacks = _CallbackQueue()
+
+
+def queue_callback(fn) -> None:
+    """Run ``fn()`` when the backward now running in this thread has walked the
+    whole tape (PyTorch's ``Variable._execution_engine.queue_callback``), e.g. to
+    wait for reductions that hooks started. Only valid inside a backward."""
+    if _callbacks.queue is None:
+        raise GraphError("queue_callback: no backward is running in this thread; call it "
+                         "from a hook while backward runs")
+    _callbacks.queue.append(fn)
 
 
 def _reachable(nodes):

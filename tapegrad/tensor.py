@@ -179,6 +179,11 @@ class Tensor(TensorMethods):
             node.retained = {}
         node.retained[self._out_nr] = weakref.ref(self)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(self)`` after each backward has accumulated all its
+        contributions into this leaf's ``.grad``; returns a handle with ``.remove()``."""
+        return tape.engine.register_post_accumulate_grad_hook(self, hook)
+
     def backward(self, grad=None, retain_graph=False, create_graph=False) -> None:
         """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see tapegrad.backward)."""
         tape.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph)
