@@ -1,0 +1,336 @@
+"""``tapegrad.onnx.load`` (this module is ``importer``: a submodule named ``load``
+would shadow the function): an ONNX graph as a trainable :class:`tapegrad.nn.Module`.
+
+Import happens once, at load time:
+
+* every node is matched to its rule in :mod:`tapegrad.onnx._rules` (registered
+  by the ``ops_*`` modules); an unknown operator, domain, attribute or attribute
+  value is refused there, naming the node;
+* float initializers become ``nn.Parameter``s, except those a rule takes as a
+  static value (a shape, pads, clip bounds: host constants) or as a buffer
+  (batch norm's running statistics); integer initializers are constants;
+* every node whose inputs are all constants (``Constant``, ``ConstantOfShape``
+  of a constant shape, ``Shape``/``Gather``/``Slice`` of constants, ...) is
+  evaluated once and its outputs kept as constants (constant folding);
+* what is left is a straight list of steps that ``forward`` runs with
+  tapegrad ops, so the tape records it and ``loss.backward()`` reaches the
+  Parameters. ``Shape`` of a value computed at run time (a dynamic batch size)
+  gives a host int64 array there, so ``Shape -> Gather -> Concat -> Reshape``
+  chains work for any batch size.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from .. import nn
+from ..device import get_device
+from ..errors import ArgumentError, DTypeError, ShapeError, TapegradError
+from ..grad_mode import no_grad
+from ..tensor import Tensor, tensor
+from . import (  # noqa: F401 - they fill RULES
+    ops_index,
+    ops_logic,
+    ops_math,
+    ops_nn,
+    ops_pool,
+    ops_shape,
+)
+from ._deps import UnsupportedOnnxError
+from ._rules import RULES, NodeInfo, checked_tensor
+
+__all__ = ["load", "OnnxModule"]
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def _read(model):
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(model))
+    if isinstance(model, (str, os.PathLike)):
+        return onnx.load(os.fspath(model))
+    raise ArgumentError(f"tapegrad.onnx.load: expected a path, bytes or onnx.ModelProto, got "
+                        f"{type(model).__name__}")
+
+
+def _attr_value(node, a):
+    import onnx
+    from onnx import helper, numpy_helper
+
+    kind = a.type
+    if kind in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS,
+                onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS,
+                onnx.AttributeProto.TYPE_PROTO, onnx.AttributeProto.TYPE_PROTOS):
+        raise UnsupportedOnnxError(
+            f"tapegrad.onnx: node {node.name!r} ({node.op_type}): attribute {a.name} of type "
+            f"{onnx.AttributeProto.AttributeType.Name(kind)} (subgraphs, sparse tensors, type "
+            "protos) is not supported")
+    if kind == onnx.AttributeProto.TENSOR:
+        return numpy_helper.to_array(a.t)
+    if kind == onnx.AttributeProto.TENSORS:
+        return [numpy_helper.to_array(t) for t in a.tensors]
+    v = helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, list) and v and isinstance(v[0], bytes):
+        return [s.decode() for s in v]
+    return v
+
+
+def _node_info(node, opset, index):
+    if node.domain not in _DEFAULT_DOMAINS:
+        raise UnsupportedOnnxError(f"tapegrad.onnx: node {node.name!r} ({node.op_type}) is in "
+                                   f"domain {node.domain!r}; only the default ONNX domain is "
+                                   "supported")
+    name = node.name or f"{node.op_type}_{index}"
+    rule = RULES.get(node.op_type)
+    if rule is None:
+        raise UnsupportedOnnxError(
+            f"tapegrad.onnx: node {name!r}: operator {node.op_type} (opset {opset}) is not "
+            f"supported; supported operators: {', '.join(sorted(RULES))}")
+    attrs = {a.name: _attr_value(node, a) for a in node.attribute}
+    info = NodeInfo(name, node.op_type, opset, attrs, len(node.output))
+    for key, value in attrs.items():
+        if key not in rule.attrs:
+            raise info.refuse_attr(key, value, "tapegrad does not implement this attribute")
+    return rule, info
+
+
+def _param_name(onnx_name, taken):
+    """A Module attribute name for an initializer (no '.'), unique."""
+    base = onnx_name.replace(".", "_") or "param"
+    name, i = base, 1
+    while name in taken:
+        name, i = f"{base}_{i}", i + 1
+    taken.add(name)
+    return name
+
+
+class _Step:
+    __slots__ = ("rule", "info", "inputs", "outputs", "free")
+
+    def __init__(self, rule, info, inputs, outputs):
+        self.rule, self.info, self.inputs, self.outputs = rule, info, inputs, outputs
+        self.free = ()  # names whose last use is this step
+
+
+def _run(step, args):
+    try:
+        out = step.rule.fn(step.info, *args)
+    except UnsupportedOnnxError:
+        raise
+    except TapegradError as e:
+        # the op's own message, prefixed with the node it came from
+        raise type(e)(f"tapegrad.onnx: {step.info.label()}: {e}") from e
+    outs = out if isinstance(out, tuple) else (out,)
+    used = [i for i, n in enumerate(step.outputs) if n]
+    if used and used[-1] >= len(outs):
+        raise step.info.unsupported(f"output {used[-1]} ({step.outputs[used[-1]]!r})")
+    return outs
+
+
+def _as_input(rule, j, v, device=None):
+    """A rule's view of one argument: host arrays in static slots, Tensors elsewhere
+    (on ``device``: values a rule made on the host, e.g. a ``Shape``, join the
+    module's device when the module is not on the CPU)."""
+    if v is None:
+        return v
+    if j in rule.static:
+        return v.data if isinstance(v, Tensor) else v
+    if device is not None and v.device is not device:
+        return v.to(device)
+    return v
+
+
+_OWN_ATTRS = {"training", "graph_name", "input_names", "output_names", "onnx_names",
+              "_steps", "_input_types", "_consts", "_device", "_parameters", "_buffers",
+              "_modules", "_non_persistent"}
+
+
+class OnnxModule(nn.Module):
+    """An imported ONNX graph: ``forward(*inputs)`` runs its nodes with tapegrad ops.
+
+    ``onnx_names`` maps each Parameter's and buffer's attribute name to its ONNX
+    initializer name (a ``.`` becomes ``_``, a clash gets a ``_1`` suffix);
+    ``input_names``/``output_names`` are the graph's. The graph's semantics are
+    fixed at export: Dropout stays the identity and BatchNormalization uses its
+    running statistics in ``train()`` mode too (fine-tuning trains the weights,
+    as PyTorch's frozen-BN fine-tuning); ``to(device)`` moves everything.
+
+    >>> m = tapegrad.onnx.load("model.onnx"); y = m(x)
+    """
+
+    def __init__(self, graph_name, steps, inputs, outputs, params, buffers, consts, onnx_names):
+        super().__init__()
+        for attr, p in params.items():
+            self.register_parameter(attr, p)
+        for attr, b in buffers.items():
+            self.register_buffer(attr, b)
+        d = self.__dict__
+        d["graph_name"] = graph_name
+        d["_steps"] = steps
+        d["input_names"] = [n for n, _ in inputs]
+        d["_input_types"] = inputs
+        d["output_names"] = list(outputs)
+        d["_consts"] = consts
+        d["onnx_names"] = dict(onnx_names)
+        d["_device"] = None  # None: the CPU, where every value starts
+        self.eval()
+
+    def forward(self, *inputs):
+        if len(inputs) != len(self.input_names):
+            raise ArgumentError(f"{self.graph_name}: the graph takes {len(self.input_names)} "
+                                f"input(s) {self.input_names}, got {len(inputs)}")
+        env = dict(self._consts)
+        dev = self._device
+        params, buffers = self._parameters, self._buffers
+        for attr, onnx_name in self.onnx_names.items():
+            env[onnx_name] = params[attr] if attr in params else buffers[attr]
+        for (name, (dtype, rank)), x in zip(self._input_types, inputs):
+            env[name] = _check_input(self.graph_name, name, x, dtype, rank)
+        for step in self._steps:
+            args = [None if not n else env[n] for n in step.inputs]
+            args = [_as_input(step.rule, j, v, dev) for j, v in enumerate(args)]
+            for name, v in zip(step.outputs, _run(step, args)):
+                if name:
+                    env[name] = v
+            for name in step.free:
+                env.pop(name, None)
+        outs = tuple(env[n] for n in self.output_names)
+        return outs[0] if len(outs) == 1 else outs
+
+    def to(self, device=None, dtype=None):
+        super().to(device, dtype)
+        if device is not None:
+            dev = get_device(device)
+            self.__dict__["_consts"] = {k: v.to(dev) for k, v in self._consts.items()}
+            self.__dict__["_device"] = None if dev.type == "cpu" else dev
+        return self
+
+    def extra_repr(self) -> str:
+        return (f"graph={self.graph_name!r}, nodes={len(self._steps)}, "
+                f"inputs={self.input_names}, outputs={self.output_names}")
+
+
+def _check_input(graph, name, x, dtype, rank):
+    if not isinstance(x, Tensor):
+        x = checked_tensor(x, f"input {name!r}")
+    if dtype is not None and x.dtype != dtype:
+        raise DTypeError(f"{graph}: input {name!r} must be {dtype}, got {x.dtype}; cast it "
+                         f"(e.g. x.to(dtype=tapegrad.{dtype}))")
+    if rank is not None and x.ndim != rank:
+        raise ShapeError(f"{graph}: input {name!r} must have {rank} axes, got shape "
+                         f"{tuple(x.shape)}")
+    return x
+
+
+def _value_type(vi):
+    """(dtype or None, rank or None) that a graph input declares."""
+    from onnx import helper
+
+    tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+    if tt is None:
+        raise UnsupportedOnnxError(f"tapegrad.onnx: graph input {vi.name!r} is not a tensor "
+                                   "(sequences, maps and optionals are not supported)")
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)) if tt.elem_type else None
+    rank = len(tt.shape.dim) if tt.HasField("shape") else None
+    return dtype, rank
+
+
+def load(model: Any, *, check: bool = True) -> OnnxModule:
+    """An ONNX model (path, bytes or ``onnx.ModelProto``) as an :class:`OnnxModule`.
+
+    ``check`` runs ``onnx.checker.check_model`` first.
+
+    >>> m = tapegrad.onnx.load("squeezenet.onnx"); y = m(x)   # x (1, 3, 224, 224)
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    proto = _read(model)
+    if check:
+        # a path lets the checker handle models over protobuf's 2 GB limit
+        is_path = isinstance(model, (str, os.PathLike))
+        onnx.checker.check_model(os.fspath(model) if is_path else proto)
+    opset = max((o.version for o in proto.opset_import if o.domain in _DEFAULT_DOMAINS),
+                default=1)
+    g = proto.graph
+    if len(g.sparse_initializer):
+        raise UnsupportedOnnxError("tapegrad.onnx: sparse initializers are not supported")
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    nodes = [_node_info(n, opset, i) for i, n in enumerate(g.node)]
+
+    # how each initializer is used decides what it becomes
+    static_use, buffer_use = set(), set()
+    for node, (rule, _) in zip(g.node, nodes):
+        for j, name in enumerate(node.input):
+            if j in rule.static:
+                static_use.add(name)
+            elif j in rule.buffers:
+                buffer_use.add(name)
+    # attribute names stay clear of the module's own (forward, to, training, ...)
+    taken, params, buffers, onnx_names = set(dir(OnnxModule)) | _OWN_ATTRS, {}, {}, {}
+    consts = {}
+    for name, arr in inits.items():
+        if arr.dtype.kind != "f" or name in static_use:
+            consts[name] = checked_tensor(arr, f"initializer {name!r}")
+        elif name in buffer_use:
+            attr = _param_name(name, taken)
+            buffers[attr] = checked_tensor(arr, f"initializer {name!r}")
+            onnx_names[attr] = name
+        else:
+            attr = _param_name(name, taken)
+            params[attr] = nn.Parameter(checked_tensor(arr, f"initializer {name!r}"))
+            onnx_names[attr] = name
+
+    inputs = [(vi.name, _value_type(vi)) for vi in g.input if vi.name not in inits]
+    steps = []
+    with no_grad():
+        for node, (rule, info) in zip(g.node, nodes):
+            ins, outs = list(node.input), list(node.output)
+            if all(not n or n in consts for n in ins):
+                args = [None if not n else consts[n] for n in ins]
+                args = [_as_input(rule, j, v) for j, v in enumerate(args)]
+                vals = _run(_Step(rule, info, ins, outs), args)
+                for name, v in zip(outs, vals):
+                    if name:
+                        consts[name] = v if isinstance(v, Tensor) else tensor(v)
+            else:
+                steps.append(_Step(rule, info, ins, outs))
+    outputs = [vi.name for vi in g.output]
+    known = set(consts) | set(inits) | {n for n, _ in inputs} | \
+        {o for s in steps for o in s.outputs}
+    for s in steps:
+        for n in s.inputs:
+            if n and n not in known:
+                raise ShapeError(f"tapegrad.onnx: {s.info.label()} reads {n!r}, which no "
+                                 "node, initializer or graph input produces")
+    for n in outputs:
+        if n not in known:
+            raise ShapeError(f"tapegrad.onnx: graph output {n!r} is never produced")
+    _plan_frees(steps, outputs)
+    # constants only the folding needed are dropped
+    live = {n for s in steps for n in s.inputs} | set(outputs)
+    consts = {k: v for k, v in consts.items() if k in live}
+    return OnnxModule(g.name or "onnx graph", steps, inputs, outputs, params, buffers, consts,
+                      onnx_names)
+
+
+def _plan_frees(steps, outputs):
+    """Mark on each step the values read for the last time there (kept: outputs)."""
+    last = {}
+    for i, s in enumerate(steps):
+        for n in s.inputs:
+            if n:
+                last[n] = i
+    keep = set(outputs)
+    for i, s in enumerate(steps):
+        s.free = tuple(n for n in dict.fromkeys(s.inputs) if n and last[n] == i
+                       and n not in keep)

@@ -1,0 +1,84 @@
+"""Import rules: comparisons, logic, Where, rounding and other ops without a
+gradient (computed on the raw arrays, results carry no graph), and Range.
+
+Rounding ops (Floor, Ceil, Round) have a zero gradient almost everywhere; their
+results are constants here, which gives the same (no gradient flows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops
+from ..tensor import tensor
+from ._rules import host, rule
+
+
+def _raw(fn, *xs):
+    """``fn(xp, *arrays)`` as a Tensor without a graph, on the inputs' device."""
+    dev = xs[0].device
+    with np.errstate(all="ignore"):  # NaN/inf results are ONNX's answer, not a mistake
+        out = fn(dev.xp, *(x.data for x in xs))
+    return tensor(out, device=dev)
+
+
+_COMPARE = {"Equal": lambda xp, a, b: a == b, "Less": lambda xp, a, b: a < b,
+            "LessOrEqual": lambda xp, a, b: a <= b, "Greater": lambda xp, a, b: a > b,
+            "GreaterOrEqual": lambda xp, a, b: a >= b,
+            "And": lambda xp, a, b: xp.logical_and(a, b),
+            "Or": lambda xp, a, b: xp.logical_or(a, b),
+            "Xor": lambda xp, a, b: xp.logical_xor(a, b),
+            "BitwiseAnd": lambda xp, a, b: a & b, "BitwiseOr": lambda xp, a, b: a | b,
+            "BitwiseXor": lambda xp, a, b: a ^ b}
+
+
+@rule(*_COMPARE)
+def _compare(node, a, b):
+    return _raw(_COMPARE[node.op_type], a, b)
+
+
+_UNARY = {"Not": lambda xp, a: xp.logical_not(a), "BitwiseNot": lambda xp, a: ~a,
+          "Floor": lambda xp, a: xp.floor(a), "Ceil": lambda xp, a: xp.ceil(a),
+          "Round": lambda xp, a: xp.round(a),  # half to even, as ONNX
+          "IsNaN": lambda xp, a: xp.isnan(a)}
+
+
+@rule(*_UNARY, attrs=("consumed_inputs",))
+def _unary(node, x):
+    return _raw(_UNARY[node.op_type], x)
+
+
+@rule("IsInf", attrs=("detect_negative", "detect_positive"))
+def _isinf(node, x):
+    neg, pos = node.get("detect_negative", 1), node.get("detect_positive", 1)
+    return _raw(lambda xp, a: (xp.isneginf(a) & bool(neg)) | (xp.isposinf(a) & bool(pos)), x)
+
+
+@rule("Sign")
+def _sign(node, x):
+    if x.dtype.kind == "f":
+        return ops.sign(x)
+    return _raw(lambda xp, a: xp.sign(a).astype(a.dtype), x)
+
+
+@rule("Mod", attrs=("fmod",))
+def _mod(node, a, b):
+    """``fmod=0``: the sign of the divisor (Python's %); ``fmod=1``: of the dividend (C)."""
+    if node.get("fmod", 0):
+        return _raw(lambda xp, x, y: xp.fmod(x, y), a, b)
+    return _raw(lambda xp, x, y: xp.mod(x, y), a, b)
+
+
+@rule("Where")
+def _where(node, cond, x, y):
+    if x.dtype.kind != "f":
+        return _raw(lambda xp, c, a, b: xp.where(c, a, b), cond, x, y)
+    return ops.where(cond, x, y)
+
+
+@rule("Range", static=(0, 1, 2))
+def _range(node, start, limit, delta):
+    """``start, start + delta, ...`` while before ``limit``, in the inputs' dtype."""
+    s, lim, d = host(start), host(limit), host(delta)
+    n = max(int(np.ceil((lim.item() - s.item()) / d.item())), 0)
+    return tensor((s + d * np.arange(n, dtype=s.dtype)).astype(s.dtype))
