@@ -9,6 +9,11 @@ tapegrad / PyTorch (below 1 is faster). Ops that do not exist yet print n/a.
     python benchmarks/bench_layers.py [--device cpu|cuda] [--repeats 30] [--only conv]
                                       [--threads N]
 
+On ``--device cuda`` PyTorch runs on CUDA in the same process and every timed
+repeat ends with a device synchronize on both sides (CuPy's current stream,
+``torch.cuda.synchronize``); the first, untimed runs include CuPy's kernel
+compilation.
+
 The min columns are the best repeat of each side: less sensitive to other
 processes on a shared machine than the medians.
 """
@@ -201,6 +206,9 @@ def main():
     except ImportError:
         pass
     device = args.device
+    if device == "cuda" and not tg.cupy_available():
+        ap.exit(2, "bench_layers: --device cuda needs CuPy and an NVIDIA GPU; none here "
+                   "(pip install 'tapegrad[cuda]' on a GPU machine)\n")
     rng = np.random.default_rng(0)
     try:
         import torch
@@ -222,6 +230,11 @@ def main():
         sync_ours = sync_theirs = lambda: None
 
     print(f"machine: {_machine()}")
+    if device == "cuda":
+        props = xp.cuda.runtime.getDeviceProperties(xp.cuda.runtime.getDevice())
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        print(f"GPU: {name}, CuPy {xp.__version__}"
+              + (f", torch CUDA {torch.version.cuda}" if torch is not None else ""))
     print(f"python {platform.python_version()}, numpy {np.__version__}, BLAS: {_blas()}")
     if torch is not None:
         print(f"torch {torch.__version__}, torch.set_num_threads({torch.get_num_threads()}), "

@@ -8,17 +8,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from .device import get_device
+from . import device as _device
+from .device import cpu, get_device
 
 _seed = None
 _generators: dict = {}
 
 
 def manual_seed(seed: int) -> None:
-    """Seed every device's generator (CPU now, CUDA ones on first use)."""
+    """Seed every device's generator (CPU now, CUDA ones on first use), and
+    CuPy's own global generator too once CuPy is in use, as
+    ``torch.manual_seed`` seeds every GPU.
+
+    >>> tapegrad.manual_seed(0); a = tapegrad.randn(3)
+    >>> tapegrad.manual_seed(0); bool((tapegrad.randn(3) == a).all())
+    True
+    """
     global _seed
     _seed = int(seed)
     _generators.clear()
+    cupy = _device._cupy  # set once a CUDA device has been used; never imported here
+    if cupy is not None:
+        for index in range(cupy.cuda.runtime.getDeviceCount()):
+            with cupy.cuda.Device(index):
+                cupy.random.seed(_seed)
 
 
 def initial_seed():
@@ -32,8 +45,8 @@ def get_generator(device=None):
     gen = _generators.get(key)
     if gen is None:
         # each device gets its own stream derived from the one seed
-        seq = np.random.SeedSequence(_seed, spawn_key=(dev.index or 0, dev.type == "cuda"))
-        if dev.type == "cuda":
+        seq = np.random.SeedSequence(_seed, spawn_key=(dev.index or 0, dev is not cpu))
+        if dev is not cpu:  # CuPy's Generator takes an integer seed
             with dev.use():
                 gen = dev.xp.random.default_rng(int(seq.generate_state(1)[0]))
         else:

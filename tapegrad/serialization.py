@@ -32,8 +32,8 @@ import zipfile
 
 import numpy as np
 
-from .device import get_device, to_host
-from .errors import SerializationError
+from .device import Device, cpu, device_of_array, get_device, to_host
+from .errors import ArgumentError, SerializationError
 from .tensor import Tensor, _wrap
 
 __all__ = ["save", "load", "SerializationError"]
@@ -83,7 +83,8 @@ class _Encoder:
             name = self._name(path)
             self.arrays[name] = to_host(obj.data)
             return {"$tensor": name, "requires_grad": bool(obj.requires_grad)}
-        if hasattr(obj, "__array_interface__") or hasattr(obj, "__cuda_array_interface__"):
+        if (hasattr(obj, "__array_interface__") or hasattr(obj, "__cuda_array_interface__")
+                or device_of_array(obj) is not cpu):
             arr = to_host(obj)
             if arr.dtype == object:
                 raise SerializationError(f"save: the array at {_where(path)} has dtype object, "
@@ -199,14 +200,18 @@ def _bad(f, why):
     return SerializationError(f"load: {name!s} is not a readable tapegrad checkpoint: {why}")
 
 
-def load(f, device=None, *, max_bytes: int = MAX_BYTES, max_entries: int = MAX_ENTRIES,
-         max_depth: int = MAX_DEPTH):
+def load(f, map_location=None, *, device=None, max_bytes: int = MAX_BYTES,
+         max_entries: int = MAX_ENTRIES, max_depth: int = MAX_DEPTH):
     """Read a checkpoint written by :func:`save`.
 
-    Tensors come back as Tensors on ``device`` (default: CPU), arrays as NumPy
-    arrays, and the rest as saved. Any truncated, corrupt, foreign or hostile
-    file raises :class:`SerializationError` naming the file and the problem,
-    before anything large is allocated. The limits (module defaults
+    Tensors come back as Tensors on ``map_location`` (PyTorch's name; or
+    ``device=``, the same): ``"cpu"`` (the default), ``"cuda"``, ``"cuda:N"``
+    or a Device. Checkpoints hold host arrays and no devices, so one saved on
+    a GPU loads anywhere: ``load(f, map_location="cuda")`` puts every tensor
+    on GPU 0. Arrays come back as NumPy arrays, and the rest as saved. Any
+    truncated, corrupt, foreign or hostile file raises
+    :class:`SerializationError` naming the file and the problem, before
+    anything large is allocated. The limits (module defaults
     :data:`MAX_BYTES` = 1 GiB, :data:`MAX_ENTRIES` = 100,000,
     :data:`MAX_DEPTH` = 100) can be raised for a file you trust:
 
@@ -216,7 +221,7 @@ def load(f, device=None, *, max_bytes: int = MAX_BYTES, max_entries: int = MAX_E
     - ``max_entries``: entries in the zip archive;
     - ``max_depth``: nesting of dicts/lists/tuples in the metadata.
     """
-    dev = get_device(device if device is not None else "cpu")
+    dev = _load_device(map_location, device)
     limits = (max_bytes, max_entries, max_depth)
     if hasattr(f, "read"):
         tree, arrays = _read_checked(f, f, limits)
@@ -224,6 +229,23 @@ def load(f, device=None, *, max_bytes: int = MAX_BYTES, max_entries: int = MAX_E
         with open(f, "rb") as fh:
             tree, arrays = _read_checked(fh, f, limits)
     return _decode(tree, arrays, dev)
+
+
+def _load_device(map_location, device) -> Device:
+    if map_location is not None and device is not None and \
+            get_device(map_location) is not get_device(device):
+        raise ArgumentError(f"load: map_location={map_location!r} and device={device!r} "
+                            "disagree; pass one of them")
+    where = map_location if map_location is not None else device
+    if where is None:
+        return cpu
+    if isinstance(where, (str, Device)):
+        return get_device(where)
+    raise ArgumentError(
+        f"load: map_location must be a device ('cpu', 'cuda', 'cuda:N' or a Device), got "
+        f"{type(where).__name__} {where!r}; tapegrad checkpoints record no devices (every "
+        "tensor is stored as a host array), so there is nothing for a dict or function to "
+        "remap: pass the one device the tensors should load onto")
 
 
 def _read_checked(fh, f, limits):
@@ -458,9 +480,8 @@ def _decode(node, arrays, dev):
         return node
     if "$tensor" in node:
         arr = arrays[node["$tensor"]]
-        if dev.type == "cuda":
-            with dev.use():
-                arr = dev.xp.asarray(arr)
+        if dev is not cpu:
+            arr = dev.put(arr)
         t = _wrap(arr, dev, None, 0, False)
         if node["requires_grad"] and t.dtype.kind in "fc":
             t.requires_grad = True

@@ -103,7 +103,7 @@ class TensorMethods:
         """A new leaf of ``data`` with this tensor's dtype (unless given) and device."""
         from .tensor import tensor
 
-        data = data.numpy() if isinstance(data, TensorMethods) else data
+        data = data.data if isinstance(data, TensorMethods) else data  # tensor() copies it
         return tensor(data, dtype=self.dtype if dtype is None else dtype, device=self.device,
                       requires_grad=requires_grad)
 

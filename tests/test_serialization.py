@@ -170,7 +170,9 @@ def test_device_round_trip(tmp_path):
     assert back["t"].device.type == "cpu" and isinstance(back["raw"], np.ndarray)
     on_gpu = tg.load(tmp_path / "g.npz", device="cuda")
     assert on_gpu["t"].device.type == "cuda"
-    np.testing.assert_array_equal(on_gpu["t"].numpy(), t.numpy())
+    np.testing.assert_array_equal(on_gpu["t"].cpu().numpy(), t.cpu().numpy())
+    mapped = tg.load(tmp_path / "g.npz", map_location="cuda:0")
+    assert mapped["t"].device == on_gpu["t"].device
 
 
 # ------------------------------------------------------------------ hostile files

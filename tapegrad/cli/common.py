@@ -41,8 +41,8 @@ def predict(model, loader):
         for x, y in loader:
             logits = model(x)
             total += float(loss_fn(logits, y).item())
-            preds.append(logits.argmax(axis=1).numpy())
-            labels.append(y.numpy())
+            preds.append(logits.argmax(axis=1).cpu().numpy())
+            labels.append(y.cpu().numpy())
     model.train(was_training)
     preds, labels = np.concatenate(preds), np.concatenate(labels)
     return total / max(len(labels), 1), preds, labels

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..device import cpu, device_of_array
 from ..errors import ArgumentError, ShapeError
 from ..tensor import Tensor
 
@@ -77,12 +78,8 @@ class TensorDataset(Dataset):
         """One fancy-indexing copy per array: ``indices`` is an integer array."""
         out = []
         for a in self.tensors:
-            if hasattr(a, "__cuda_array_interface__"):  # device array: device indices
-                import cupy
-
-                out.append(a[cupy.asarray(indices)])
-            else:
-                out.append(a[indices])
+            dev = device_of_array(a)
+            out.append(a[indices] if dev is cpu else a[dev.put(indices)])  # device indices
         return tuple(out)
 
     def __repr__(self) -> str:

@@ -2,8 +2,17 @@
 
 CuPy is imported lazily, on the first use of a CUDA device, so ``import
 tapegrad`` never needs it. Ops are written once against the array module that
-:func:`get_array_module` returns; fused CUDA kernels for hot paths will be
-declared in :mod:`tapegrad.device.kernels` (no op uses one yet).
+:func:`get_array_module` (or ``ctx.xp``) returns; the fused CUDA kernels of
+the hot paths are declared beside their ops and compiled through the registry
+in :mod:`tapegrad.device.kernels`.
+
+Arrays cross devices only through :meth:`Device.put` and :meth:`Device.host`
+(:func:`to_device`, :func:`to_host`). The rule for mixing: a host constant
+next to a device tensor -- a NumPy array passed to an op (targets, masks,
+class weights, index arrays), a CPU tensor given as a target or an
+index -- is copied to the tensor's device; two *tensors* that an op computes
+with must be on one device, else :class:`~tapegrad.errors.DeviceError` names
+the op and both devices (as PyTorch refuses).
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from ..errors import DeviceError
 from .backend import ArrayBackend
 
 __all__ = ["Device", "get_device", "get_array_module", "device_of_array", "to_host",
-           "cupy_available", "cpu"]
+           "to_device", "cupy_available", "cpu"]
 
 _cupy = None
 _cupy_error: str | None = None
@@ -42,7 +51,9 @@ class Device:
     """A place arrays live: ``Device("cpu")``, ``Device("cuda:1")``.
 
     Devices are interned: ``get_device("cuda") is get_device("cuda:0")``, so
-    identity comparison is a valid (and fast) same-device test.
+    identity comparison is a valid (and fast) same-device test. Moving arrays
+    goes through :meth:`put` and :meth:`host` (the only two places that know
+    how a device's arrays cross to and from the host).
     """
 
     __slots__ = ("type", "index", "xp", "backend")
@@ -81,6 +92,24 @@ class Device:
         if self.type == "cuda":
             return self.xp.cuda.Device(self.index)
         return _NullContext()
+
+    def put(self, a):
+        """``a`` (a raw array of any device, or a host array-like) as an array of
+        this device: ``a`` itself when it is already here, else a copy."""
+        if self is cpu:
+            return to_host(a)
+        src = device_of_array(a)
+        if src is self:
+            return a
+        with self.use():
+            if src is cpu:
+                return self.xp.asarray(a)  # a host-to-device copy
+            # another GPU's array: cupy.asarray would return it as it is, on its own GPU
+            return self.xp.array(a if src.type == "cuda" else src.host(a), copy=True)
+
+    def host(self, a) -> np.ndarray:
+        """A NumPy array of ``a``, an array of this device (a copy off the CPU)."""
+        return a if self is cpu else a.get()
 
 
 class _NullContext:
@@ -125,27 +154,66 @@ def get_device(spec=None) -> Device:
     return dev
 
 
+# array types of devices other than CPU and CuPy's (the test suite's strict fake
+# device registers its array class here), each mapped to a function giving the
+# Device of one of its arrays
+_array_types: dict = {}
+
+
+def _is_cupy(a) -> bool:
+    """``a`` is a CuPy array (CuPy imported here on first sight of one, so a user's
+    own CuPy arrays are recognised before tapegrad used a GPU itself)."""
+    if _cupy is None and (not hasattr(a, "__cuda_array_interface__") or _import_cupy() is None):
+        return False
+    return isinstance(a, _cupy.ndarray)
+
+
 def get_array_module(*arrays):
     """NumPy or CuPy, whichever holds ``arrays`` (Tensors or raw arrays)."""
     for a in arrays:
         dev = getattr(a, "device", None)
         if isinstance(dev, Device):
             return dev.xp
-        if _cupy is not None and isinstance(a, _cupy.ndarray):
+        if _is_cupy(a):
             return _cupy
+        if _array_types and type(a) in _array_types:
+            return _array_types[type(a)](a).xp
     return np
 
 
 def device_of_array(a) -> Device:
     """The Device of a raw NumPy/CuPy array."""
-    if isinstance(a, np.ndarray) or _cupy is None or not isinstance(a, _cupy.ndarray):
+    if isinstance(a, np.ndarray):
         return cpu
-    return get_device(f"cuda:{a.device.id}")
+    if _is_cupy(a):
+        return get_device(f"cuda:{a.device.id}")
+    if _array_types and type(a) in _array_types:
+        return _array_types[type(a)](a)
+    return cpu
 
 
 def to_host(a) -> np.ndarray:
     """A NumPy array of a raw NumPy/CuPy array (or anything ``np.asarray``
     takes): a copy from the GPU, a host array as it is."""
-    if _cupy is not None and isinstance(a, _cupy.ndarray):
+    if isinstance(a, np.ndarray):
+        return a
+    if _is_cupy(a):
         return a.get()
+    if _array_types and type(a) in _array_types:
+        return _array_types[type(a)](a).host(a)
     return np.asarray(a)
+
+
+def to_device(a, device) -> object:
+    """A raw array ``a`` on ``device`` (a Device or its name); ``a`` itself when
+    it is already there.
+
+    >>> to_device(np.ones(3), "cpu").shape
+    (3,)
+    """
+    return get_device(device).put(a)
+
+
+def _register_array_type(cls, device_of) -> None:
+    """Let ``device_of_array``/``to_host`` know another device's array class."""
+    _array_types[cls] = device_of

@@ -65,13 +65,8 @@ def _rebuild_parameter(data, requires_grad, grad):
 def move_array(arr, device, dtype=None):
     """``arr`` on ``device`` (a Device) with ``dtype``: the same array when nothing
     changes, else a new one. Crosses devices through the host when needed."""
-    src = device_of_array(arr)
-    if src is not device:
-        if src.type == "cuda":
-            arr = arr.get()
-        if device.type == "cuda":
-            with device.use():
-                arr = device.xp.asarray(arr)
+    if device_of_array(arr) is not device:
+        arr = device.put(arr)
     if dtype is not None and arr.dtype != dtype:
         with device.use():
             arr = arr.astype(dtype)

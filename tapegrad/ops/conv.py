@@ -55,8 +55,10 @@ recorded weight gradient is ``gy @ cols^T`` itself.
 
 from __future__ import annotations
 
+from ..device import kernels
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
+from . import _cuda_conv
 from ._windows import out_size, padding4, pair, sliding_windows
 from .graph_backend import TensorBackend
 
@@ -136,6 +138,8 @@ def _check_common(op, x, w, b, groups, in_axis, out_axis):
 
 def _im2col(xp, x, g):
     """x (N, C, H, W) -> cols (N, G, Cg*kh*kw, Ho*Wo), contiguous."""
+    if kernels.on_cuda(xp):  # one RawKernel pass, no padded copy (ops/_cuda_conv.py)
+        return _cuda_conv.im2col(xp, x, g)
     t, b, left, r = g.pad
     if t or b or left or r:
         xpad = xp.zeros(g.padded_shape(), dtype=x.dtype)
@@ -187,6 +191,8 @@ def _col2im(xp, gcols, g, dtype):
     """gcols (N, G, Cg*kh*kw, Ho*Wo) -> gx (N, C, H, W), contiguous: each window's
     column added back where it came from, one strided add per kernel offset,
     clipped to the unpadded input (no padded buffer, no crop copy)."""
+    if kernels.on_cuda(xp):  # a gather per input pixel, same order (ops/_cuda_conv.py)
+        return _cuda_conv.col2im(xp, gcols, g, dtype)
     # (N, G, Cg*kh*kw, Ho*Wo) -> (N, C, kh, kw, Ho, Wo)
     gcols = gcols.reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)
     gx = xp.zeros((g.n, g.c, g.h, g.w), dtype=dtype)
@@ -256,7 +262,8 @@ def _input_grad(xp, gy, w, g):
         wf = w.reshape(g.g, og, cg, g.kh, g.kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
         wf = _wmat(xp.ascontiguousarray(wf), f)
         return _gemm_forward(xp, _im2col(xp, gy, f), wf, f)
-    if g.wo < _CHANNELS_LAST_BELOW_WO and g.n * (g.c // g.g) >= 8 * g.wo:
+    if g.wo < _CHANNELS_LAST_BELOW_WO and g.n * (g.c // g.g) >= 8 * g.wo and \
+            not kernels.on_cuda(xp):  # a CPU layout trick; on CUDA the col2im kernel gathers
         return _input_grad_channels_last(xp, gy, w, g)
     wmat = _wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
     gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)

@@ -6,13 +6,23 @@ The mask is the only thing saved; the vjp is one multiply. As in MatConvNet
 back in, so one mask serves several calls. Masks come from the device's
 global generator (:func:`tapegrad.random.get_generator`), so
 ``tapegrad.manual_seed`` makes them repeatable.
+
+On CUDA the generator is CuPy's (no curand state of our own): it draws the
+uniforms, and one fused kernel turns them into the scaled mask -- and, when the
+mask is not asked for, applies it in the same pass (``y`` and the saved mask
+out of ``x`` and the uniforms). The draws are the same calls as on the unfused
+path, so a seed gives the same mask either way. The vjp ``g * mask`` is CuPy's
+one-pass multiply already.
 """
 
 from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 from ..args import check_broadcasts, check_float
+from ..device import kernels
 from ..errors import ArgumentError, ShapeError, describe
 from ..random import get_generator
 from ..tape import Function
@@ -21,12 +31,46 @@ from ..tensor import Tensor, _wrap
 __all__ = ["dropout", "dropout2d"]
 
 
+# T: the input's dtype, U: the uniforms' (float32, float64 for float64 inputs)
+_MASK_TYPES = ({"T": "float16", "U": "float32"}, {"T": "float32", "U": "float32"},
+               {"T": "float64", "U": "float64"})
+
+
+def _mask_reference(u, p, scale, out=None):
+    mask = (u >= p).astype(scale.dtype)
+    mask *= scale
+    return mask
+
+
+def _sample_uniforms(rng, dtype):
+    ut = np.float64 if dtype == np.float64 else np.float32
+    return rng.random(64).astype(ut), ut(0.3), dtype.type(1 / 0.7)
+
+
+_dropout_mask = kernels.elementwise(
+    "tg_dropout_mask", "U u, U p, T scale", "T mask", "mask = u >= p ? scale : (T)0",
+    types=_MASK_TYPES, scalars=("p", "scale"),
+    reference=_mask_reference,
+    sample=lambda rng, dt: (*_sample_uniforms(rng, dt), np.empty(64, dt)))
+_dropout_forward = kernels.elementwise(
+    "tg_dropout_forward", "T x, U u, U p, T scale", "T y, T mask",
+    "mask = u >= p ? scale : (T)0; y = x * mask",
+    types=_MASK_TYPES, scalars=("p", "scale"),
+    reference=lambda x, u, p, scale: (x * _mask_reference(u, p, scale), _mask_reference(u, p,
+                                                                                        scale)),
+    sample=lambda rng, dt: (rng.standard_normal(64).astype(dt), *_sample_uniforms(rng, dt)))
+
+
 class Dropout(Function):
     # backward is g * (a constant mask): valid on Tensors too
     differentiable_twice = True
 
     @staticmethod
-    def forward(ctx, x, mask):
+    def forward(ctx, x, mask, draw=None):
+        if draw is not None:  # CUDA: ``mask`` holds the uniforms; mask and y in one pass
+            y, mask = _dropout_forward(x, mask, *draw)
+            ctx.save_for_backward(mask)
+            return y
         ctx.save_for_backward(mask)
         return x * mask
 
@@ -44,11 +88,20 @@ def _make_mask(x, p, shape=None):
     shape = x.data.shape if shape is None else shape
     if p == 1:
         return xp.zeros(shape, dtype=dt)
-    gen = get_generator(x.device)
-    u = gen.random(shape, dtype=xp.float64 if dt == xp.float64 else xp.float32)
+    u = _uniforms(x, shape)
+    if kernels.on_cuda(x.device.backend):
+        return _dropout_mask(u, p, dt.type(1 / (1 - p)), xp.empty(shape, dtype=dt))
     mask = (u >= p).astype(dt)
     mask *= 1 / (1 - p)
     return mask
+
+
+def _uniforms(x, shape):
+    """Uniform [0, 1) draws of ``shape`` from the device's global generator (float64
+    for float64 inputs, else float32)."""
+    xp = x.device.xp
+    gen = get_generator(x.device)
+    return gen.random(shape, dtype=xp.float64 if x.data.dtype == xp.float64 else xp.float32)
 
 
 def _check_p(op, p):
@@ -77,6 +130,9 @@ def dropout(x, p=0.5, training=True, mask=None, return_mask=False):
     if not training or (p == 0 and mask is None):
         return (x, None) if return_mask else x
     if mask is None:
+        if not return_mask and 0 < p < 1 and kernels.on_cuda(x.device.backend):
+            u = _uniforms(x, x.data.shape)
+            return Dropout.apply(x, u, draw=(float(p), x.data.dtype.type(1 / (1 - p))))
         m = _make_mask(x, float(p))
     else:
         m = mask.data if isinstance(mask, Tensor) else x.device.xp.asarray(mask)

@@ -441,14 +441,11 @@ class ToDevice(Function):
         ctx.source = ctx.device
         ctx.device = device
         ctx.xp = device.backend
-        with device.use():
-            return device.xp.asarray(x) if device.type == "cuda" else x.get()
+        return device.put(x)
 
     @staticmethod
     def backward(ctx, g):
-        src = ctx.source
-        with src.use():
-            return src.xp.asarray(g) if src.type == "cuda" else g.get()
+        return ctx.source.put(g)
 
 
 def _floating(x):

@@ -25,10 +25,11 @@ from ..args import (
 from ..args import as_tensor as _tensor  # noqa: F401  (re-exported until vl_loss imports args)
 from ..args import check_float as _check_float  # noqa: F401  (as above)
 from ..args import const as _const  # noqa: F401  (as above)
-from ..device import get_array_module
+from ..device import device_of_array, get_array_module
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
+from . import _cuda_losses
 from .activation import sigmoid
 from .reduction import acc_dtype, downcast, upcast
 from .smooth import softmax, softplus
@@ -238,6 +239,9 @@ class CrossEntropy(Function):
         if ctx._graph:
             p = softmax(upcast(x), axis=1)
         eps = ctx.smoothing
+        if ctx.xp.name == "cupy":  # one fused pass (the raw-array path only)
+            r = g / ctx.denom if ctx.denom is not None else g
+            return _cuda_losses.backward(ctx.xp, p, t, valid, weight, wt, r, eps), None
         n_classes = p.shape[1]
         onehot = _onehot(t, n_classes, p.ndim, ctx.device.backend)  # a constant
         # scale: dL/d(per-position loss), broadcast over classes
@@ -577,6 +581,9 @@ def _metric_inputs(op, logits, target):
     t = raw(target)
     if not hasattr(t, "ndim"):
         t = np.asarray(t)
+    dev = device_of_array(x)
+    if device_of_array(t) is not dev:  # a metric's targets follow the scores (no gradient)
+        t = dev.put(t)
     if x.ndim < 2 or t.shape != x.shape[:1] + x.shape[2:]:
         raise ShapeError(f"{op}: expected scores (N, C[, H, W]) and targets (N[, H, W]), got "
                          f"{describe(x)} and {describe(t)}")

@@ -36,9 +36,11 @@ import math
 import numbers
 
 from ..args import check_float, raw, torch_names
-from ..errors import ArgumentError, DTypeError, ShapeError, describe
+from ..errors import ArgumentError, DeviceError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
+from ._cuda_normalization import bn_backward as _bn_backward
+from ._cuda_normalization import bn_forward as _bn_forward
 from .reduction import downcast, upcast
 
 __all__ = ["batch_norm", "layer_norm", "group_norm"]
@@ -123,6 +125,7 @@ class BatchNorm(Function):
             xc3 = xc.reshape(n, c, ln)  # (N, C*L) -> (N, C, L)
             mean_s = _rowsum(xp, xc3).sum(axis=0) / m  # (N, C) -> (C,)
             xc -= _row(xp, mean_s, ln)  # two-pass variance: stable for tiny var
+            sub = (shift, mean_s)  # y = ((x - shift) - mean_s) * scale + bias
             mean = mean_s + shift
             # x - mean in float32 misses the forward's (x - shift) - mean_s by the
             # rounding of mean (up to half an ulp of a large mean, which can be a
@@ -138,20 +141,29 @@ class BatchNorm(Function):
                 var = xp.asarray(running_var.data, dtype=x.dtype)
             else:  # an empty batch in training without running statistics
                 mean, var = xp.zeros(c, x.dtype), xp.ones(c, x.dtype)
-            xc = x2 - _row(xp, mean, ln)
             delta = None
+            if xp.name == "cupy":
+                sub = (mean, xp.zeros_like(mean))  # y = ((x - mean) - 0) * scale + bias
+            else:
+                xc = x2 - _row(xp, mean, ln)
         invstd = 1 / xp.sqrt(var + eps)  # (C,)
         scale = invstd if weight is None else invstd * weight
-        xc *= _row(xp, scale, ln)  # y = x_hat * weight + bias, in place
-        if bias is not None:
-            xc += _row(xp, bias, ln)
+        if xp.name == "cupy":  # one pass from x_in to y, the cast included
+            a, b = (xp.ascontiguousarray(v) for v in sub)  # shift is a strided view of x
+            y = _bn_forward(x_in.reshape(n, c * ln), a, b, scale,
+                            scale if bias is None else bias, ln, c, int(bias is not None))
+        else:
+            xc *= _row(xp, scale, ln)  # y = x_hat * weight + bias, in place
+            if bias is not None:
+                xc += _row(xp, bias, ln)
+            y = downcast(xc, x_in.dtype)
         nx, nw, nb = ctx.needs_input_grad
         ctx.training = training
         ctx.shape = x.shape
         ctx.eps = eps
         ctx.save_for_backward(x_in if (nw or (nx and training)) else None, mean, delta, invstd,
                               scale if nx else None, w_in if nx else None)
-        return downcast(xc.reshape(x.shape), x_in.dtype)  # (N, C*L) -> (N, C, *)
+        return y.reshape(x.shape)  # (N, C*L) -> (N, C, *)
 
     @staticmethod
     def backward(ctx, g):
@@ -177,11 +189,15 @@ class BatchNorm(Function):
             if ctx.training:
                 # dx = scale * (g - sum(g)/m - x_hat * sum(g * x_hat)/m), in xc's buffer
                 k = gw * invstd / m
-                xc *= _row(xp, k, ln)
-                xc += _row(xp, gb / m + delta * k, ln)
-                xp.subtract(g2, xc, out=xc)
-                xc *= _row(xp, scale, ln)
-                gx = xc
+                if xp.name == "cupy" and g.dtype == x.dtype:
+                    gx = _bn_backward(g.reshape(n, c * ln), k, gb / m + delta * k, scale, ln, c,
+                                      xc)  # in xc's buffer, as below
+                else:
+                    xc *= _row(xp, k, ln)
+                    xc += _row(xp, gb / m + delta * k, ln)
+                    xp.subtract(g2, xc, out=xc)
+                    xc *= _row(xp, scale, ln)
+                    gx = xc
             else:  # statistics are constants: just the affine map
                 gx = g2 * _row(xp, scale, ln)
             gx = gx.reshape(ctx.shape)  # (N, C*L) -> (N, C, *)
@@ -255,6 +271,10 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         if tuple(t.shape) != (c,):
             raise ShapeError(f"{op}: {name} must have shape ({c},) for input {describe(xd)} "
                              f"with {c} channels, got {describe(t)}")
+        if isinstance(x, Tensor) and t.device is not x.device:  # updated in place: never moved
+            raise DeviceError(f"{op}: {name} is on {t.device} but the input is on {x.device}; "
+                              "move the running statistics to the input's device first "
+                              "(module.to(device) moves a BatchNorm layer's buffers)")
     if not training and running_mean is None:
         raise ArgumentError(f"{op}: eval mode (training=False) normalises with running_mean "
                             "and running_var, but they are None; pass them, or use "

@@ -42,8 +42,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..args import check_float, padding4, pair, raw
+from ..device import kernels
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
+from . import _cuda_pool
 from ._windows import out_size, sliding_windows
 
 __all__ = ["max_pool2d", "avg_pool2d"]
@@ -177,6 +179,14 @@ class MaxPool2d(Function):
     def forward(ctx, x, geo):
         xp = ctx.xp
         kh, kw = geo.kernel
+        if kernels.on_cuda(xp):  # one pass, same argmax rules (ops/_cuda_pool.py)
+            need = ctx.needs_input_grad[0]
+            best, idx = _cuda_pool.max_pool_forward(
+                xp, x, geo, _index_dtype(xp, kh * kw) if need else None)
+            if need:
+                ctx.geo = geo
+                ctx.save_for_backward(idx)
+            return best
         if geo.fast:
             t = geo.tiles(x)  # (N, C, Ho, kh, Wo, kw)
             at = lambda i, j: t[:, :, :, i, :, j]  # (N, C, Ho, Wo)
@@ -212,6 +222,8 @@ class MaxPool2d(Function):
 def _max_scatter(xp, g, idx, geo):
     """Max pooling's vjp: (N, C, Ho, Wo) -> (N, C, H, W), each gradient added at
     its window's argmax ``idx`` (window order)."""
+    if kernels.on_cuda(xp):  # a gather per input pixel, same order (ops/_cuda_pool.py)
+        return _cuda_pool.max_pool_backward(xp, g, idx, geo)
     kh, kw = geo.kernel
     n, c = geo.shape[:2]
     ho, wo = geo.out

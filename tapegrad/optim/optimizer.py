@@ -17,12 +17,20 @@ from copy import deepcopy
 
 import numpy as np
 
+from ..device import get_array_module, kernels
 from ..errors import ArgumentError, ArgumentTypeError, StateDictError, describe
 from ..nn.parameter import move_array
 from ..tape import enable_grad, no_grad
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required", "mult_param_groups"]
+
+
+def _on_cuda(p, g) -> bool:
+    """Whether a fused CUDA update kernel applies: a CuPy parameter whose gradient has
+    its dtype (NumPy arrays answer at the first test)."""
+    return type(p) is not np.ndarray and g.dtype == p.dtype and \
+        kernels.on_cuda(get_array_module(p))
 
 
 class _Required:

@@ -2,10 +2,66 @@
 
 from __future__ import annotations
 
+from ..device import get_array_module, kernels
 from ..errors import ArgumentError
-from .optimizer import Optimizer, required
+from .optimizer import Optimizer, _on_cuda, required
 
 __all__ = ["SGD"]
+
+# CUDA: the whole update of one parameter in one pass, in the order of the array
+# code in SGD._update (the CPU path, restated by the references), each operation
+# rounded to T as NumPy rounds it (CuPy's float16 operators return float, so the
+# steps are T variables). flags: 1 weight decay, 2 first step (buf = d),
+# 4 dampening, 8 nesterov.
+_WD, _FIRST, _DAMP, _NESTEROV = 1, 2, 4, 8
+
+
+def _sgd_reference(g, lr, wd, flags, p):
+    d = p * wd + g if flags & _WD else g
+    return p - lr * d
+
+
+def _momentum_reference(g, lr, wd, mom, damp1, flags, p, buf):
+    d = p * wd + g if flags & _WD else g
+    if flags & _FIRST:
+        buf = d.copy()
+    else:
+        buf = buf * mom + (d * damp1 if flags & _DAMP else d)
+    d = d + mom * buf if flags & _NESTEROV else buf
+    return p - lr * d, buf
+
+
+def _sample(rng, dt, momentum):
+    a = lambda: rng.standard_normal(32).astype(dt)  # noqa: E731
+    s = dt.type
+    if momentum:
+        return a(), s(0.1), s(0.01), s(0.9), s(0.75), _WD | _DAMP, a(), a()
+    return a(), s(0.1), s(0.01), _WD, a()
+
+
+_sgd = kernels.elementwise(
+    "tg_sgd_update", "T g, T lr, T wd, int32 flags", "T p",
+    """T d = g;
+    if (flags & 1) { d = p * wd; d = d + g; }
+    const T s = lr * d;
+    p = p - s""",
+    scalars=("lr", "wd", "flags"), reference=_sgd_reference,
+    sample=lambda rng, dt: _sample(rng, dt, False))
+_sgd_momentum = kernels.elementwise(
+    "tg_sgd_momentum_update", "T g, T lr, T wd, T mom, T damp1, int32 flags", "T p, T buf",
+    """T d = g;
+    if (flags & 1) { d = p * wd; d = d + g; }
+    if (flags & 2) {
+        buf = d;
+    } else {
+        const T b = buf * mom;
+        if (flags & 4) { const T e = d * damp1; buf = b + e; } else { buf = b + d; }
+    }
+    if (flags & 8) { const T e = mom * buf; d = d + e; } else { d = buf; }
+    const T s = lr * d;
+    p = p - s""",
+    scalars=("lr", "wd", "mom", "damp1", "flags"), reference=_momentum_reference,
+    sample=lambda rng, dt: _sample(rng, dt, True))
 
 
 class SGD(Optimizer):
@@ -45,6 +101,8 @@ class SGD(Optimizer):
 
     def _update(self, p, g, state, group):
         lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
+        if _on_cuda(p, g):
+            return _update_cuda(p, g, state, group)
         owned = False  # whether d is a temporary we may overwrite
         d = g
         if wd != 0:
@@ -75,3 +133,18 @@ class SGD(Optimizer):
             p -= d
         else:
             p -= lr * d
+
+
+def _update_cuda(p, g, state, group):
+    lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
+    flags = _WD * (wd != 0)
+    if mom == 0:
+        _sgd(g, lr, wd, flags, p)
+        return
+    buf = state.get("momentum_buffer")
+    if buf is None:
+        buf = state["momentum_buffer"] = get_array_module(p).empty_like(p)
+        flags |= _FIRST
+    damp = group["dampening"]
+    flags |= _DAMP * (damp != 0) | _NESTEROV * bool(group["nesterov"])
+    _sgd_momentum(g, lr, wd, mom, 1 - damp, flags, p, buf)

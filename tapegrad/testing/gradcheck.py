@@ -59,9 +59,8 @@ def _cotangents(fn, inputs, rng):
         if not isinstance(o, Tensor) or o.dtype.kind != "f":
             cots.append(None)
             continue
-        xp = o.device.xp
         c = rng.standard_normal(o.shape)
-        cots.append(xp.asarray(c, dtype=o.dtype) if o.device.type == "cuda" else c)
+        cots.append(c if o.device.type == "cpu" else o.device.put(c.astype(o.dtype)))
     return outs, cots
 
 

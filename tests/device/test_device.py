@@ -68,7 +68,9 @@ def test_cuda_roundtrip_and_grad():
     x = tg.tensor(np.arange(4.0), device="cuda", requires_grad=True)
     y = (x * x).sum()
     y.backward()
-    np.testing.assert_allclose(x.grad.numpy(), 2 * np.arange(4.0))
+    np.testing.assert_allclose(x.grad.cpu().numpy(), 2 * np.arange(4.0))
+    with pytest.raises(DeviceError, match=r"\.cpu\(\) to copy"):
+        x.numpy()
     back = x.to("cpu")
     assert back.device == "cpu"
     spec = kernels.elementwise("tg_test_scale", "T x", "T y", "y = x * 2")

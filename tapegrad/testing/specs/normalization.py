@@ -26,7 +26,8 @@ def _bn(inputs, label, training, stats=True, power=1):
     def fn(x, *wb):
         # fresh running statistics each call: the in-place update must not leak
         c = x.shape[1]
-        rm, rv = (Tensor(np.full(c, _RM)), Tensor(np.full(c, _RV))) if stats else (None, None)
+        rm, rv = ((Tensor(np.full(c, _RM), device=x.device),
+                   Tensor(np.full(c, _RV), device=x.device)) if stats else (None, None))
         return ops.batch_norm(x, rm, rv, *wb, training=training, momentum=_MOMENTUM,
                               eps=_EPS) ** power
 
