@@ -15,7 +15,7 @@ import weakref
 from operator import attrgetter
 
 from .device.backend import sum_to_shape
-from .errors import GraphError, describe
+from .errors import DeviceError, GraphError, describe
 from .grad_mode import _local
 from .tape import _check_versions, _freed_message
 
@@ -23,6 +23,9 @@ __all__ = ["backward", "grad", "entries", "run_backward", "queue_callback",
            "register_post_accumulate_grad_hook", "RemovableHandle"]
 
 _by_seq = attrgetter("seq")
+# tapegrad.autograd sets this while anomaly mode or a profile is on: called with the
+# entries a backward will replay, it swaps their vjps for observed ones
+_observe = None
 Tensor = None  # bound by tensor.py through tape._bind (import cycle)
 _wrap = None
 
@@ -32,11 +35,16 @@ def _bind(tensor_cls, wrap):
     Tensor, _wrap = tensor_cls, wrap
 
 
-def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=None):
+def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=None,
+                 walk=None):
     """Replay the tape from ``roots`` (tensors) seeded with ``grads``.
 
     With ``capture`` (``{id(tensor): (tensor, slot)}``) the gradients reaching
-    those tensors are returned by slot instead of accumulated into ``.grad``.
+    those tensors are returned by slot instead of accumulated into ``.grad``; a
+    key ``(entry, output)`` with tensor ``None`` captures that entry's output.
+    ``walk(stack)`` (default: every reachable entry) returns ``(order, sinks)``:
+    the entries to replay, and those among them whose outputs' gradients are
+    wanted but whose vjp must not run (see :mod:`tapegrad.prune`).
     """
     # entry -> the gradient of its output, summed over consumers so far; for an
     # entry with several outputs, a list with one gradient (or None) per output
@@ -44,8 +52,10 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     captured: dict[int, list] = {}
     cap_nodes = {}
     if capture:
-        for t, slot in capture.values():
-            if t._node is not None:
+        for key, (t, slot) in capture.items():
+            if t is None:
+                cap_nodes[key] = slot
+            elif t._node is not None:
                 cap_nodes[(t._node, t._out_nr)] = slot
 
     def to_leaf(t, g):
@@ -63,7 +73,13 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                 stack.append(t._node)
             _add_pending(pending, t._node, t._out_nr, g)
 
-    order = _reachable(stack)
+    sinks = None
+    if walk is None:
+        order = _reachable(stack)
+    else:
+        order, sinks = walk(stack)
+    if _observe is not None:  # anomaly mode or a profile is on (once per backward, not per op)
+        _observe(order)
     # leaves with post-accumulate hooks: how many edges still lead to each (None: no hooks)
     left = _hooked_leaf_edges(roots, order) if _post_hooks and capture is None else None
     for t, g in zip(roots, grads):
@@ -85,12 +101,14 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                         if k < 0:
                             _edge_done(left, target)
                 continue
-            if node.saved is None:  # released by an earlier backward
+            if node.saved is None and not (sinks and node in sinks):  # released earlier
                 raise GraphError(_freed_message(node))
             grads = (buf,) if node.n_out == 1 else buf  # one gradient per output
             if node.retained is not None or cap_nodes or node.out_meta is not None:
                 grads = list(grads)
                 _prepare_outputs(node, grads, cap_nodes, captured, create_graph)
+                if sinks and node in sinks:  # only its outputs' gradients were wanted
+                    continue
             if node.saved_src is not None:
                 _check_versions(node)
             if create_graph:
@@ -350,6 +368,9 @@ def _seed(t, g, who):
                 "same shape, e.g. y.backward(tapegrad.ones_like(y)), or reduce y first."
             )
         return xp.ones(t.shape, t.dtype)
+    if isinstance(g, Tensor) and g.device is not t.device:
+        raise DeviceError(f"{who}: the gradient is on {g.device} but the root {describe(t)} is "
+                          f"on {t.device}; pass a gradient on the root's device (.to(device))")
     data = g.data if isinstance(g, Tensor) else xp.asarray(g, dtype=t.dtype)
     if data.shape != t.shape:
         raise GraphError(
@@ -370,10 +391,17 @@ def _check_root(t, who):
         )
 
 
-def backward(tensors, grad_tensors=None, retain_graph=False, create_graph=False):
-    """Accumulate d(tensors)/d(leaves) into every reachable leaf's ``.grad``."""
+def backward(tensors, grad_tensors=None, retain_graph=False, create_graph=False, inputs=None):
+    """Accumulate d(tensors)/d(leaves) into every reachable leaf's ``.grad``; with
+    ``inputs`` (PyTorch's), into those tensors' only, replaying only the entries
+    that lead to them. >>> tapegrad.backward(loss, inputs=list(head.parameters()))"""
     tensors, seeds = _roots("backward", tensors, grad_tensors, create_graph)
-    run_backward(tensors, seeds, retain_graph or create_graph, create_graph)
+    if inputs is None:
+        run_backward(tensors, seeds, retain_graph or create_graph, create_graph)
+        return
+    from .prune import backward_into
+
+    backward_into(tensors, seeds, inputs, retain_graph or create_graph, create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

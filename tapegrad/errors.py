@@ -55,6 +55,11 @@ class NonFiniteError(TapegradError, RuntimeError):
     """A value that must be finite is not (a gradient norm, a loss)."""
 
 
+class AnomalyError(NonFiniteError):
+    """Anomaly mode (``tapegrad.autograd.detect_anomaly``) found a NaN/inf: an op's
+    output in forward (with ``check_forward=True``) or a vjp's gradient in backward."""
+
+
 class StateDictError(TapegradError, RuntimeError):
     """``load_state_dict`` found missing/unexpected keys or mismatched shapes."""
 

@@ -36,6 +36,9 @@ __all__ = [
 
 
 _counter = itertools.count()
+# set by tapegrad.utils.checkpoint while a checkpointed forward runs (in any thread):
+# called with (entry, items) on each save, True where the items are not to be kept
+_unsaved = None
 
 Tensor = None  # bound by tensor.py (import cycle)
 _wrap = None
@@ -65,6 +68,9 @@ class Node:
     out_meta = None  # (shape, dtype) per output, for ops with several outputs
     retained = None  # {output k: weakref to a tensor that called retain_grad()}
     _graph = False  # True while backward runs with create_graph
+    # set only while tapegrad.autograd's anomaly mode is on (see tapegrad/autograd/anomaly.py):
+    site = None  # (filename, lineno, function) of the user's line that recorded this entry
+    nonfinite = None  # per output: int8 codes of its NaN/+inf/-inf positions, or None
 
     def __init__(self, fn, device, needs):
         self.fn = fn
@@ -84,6 +90,8 @@ class Node:
         """Keep arrays for the vjp. Inputs and outputs of this op are tracked
         (version-checked, and differentiable under ``create_graph``); anything
         else (masks, indices) is saved as a constant. Save the least."""
+        if _unsaved is not None and _unsaved(self, items):
+            return  # a checkpointed segment's forward: recomputed in backward instead
         self.saved = items
 
     @property
@@ -172,6 +180,8 @@ class Function:
                     edges.append(_edge(i, a, data))
         if device is None:
             device = cpu
+        elif device is not cpu:  # host constants (targets, masks, indices) follow the tensors
+            arrays, params = _device_constants(device, arrays, params)
         if not edges:
             ctx = Node(cls, device, (False,) * len(args))
             return _unrecorded(cls, cls.forward(ctx, *arrays, **params), ctx.device, x)
@@ -191,6 +201,8 @@ class Function:
             x, *consts = _promote(cls, (x, *consts))  # else NumPy's weak scalar keeps x's dtype
             data = x.data
         device = x.device
+        if device is not cpu and (consts or params):
+            consts, params = _device_constants(device, consts, params)
         if not (x.requires_grad and _local.enabled):
             ctx = Node(cls, device, _NO_GRAD[len(consts)])
             return _unrecorded(cls, cls.forward(ctx, data, *consts, **params), ctx.device, x)
@@ -343,6 +355,32 @@ def _track_saved(ctx, args, outs):
             src[j] = found
     if src is not None:  # else all constants: nothing to check or to differentiate through
         ctx.saved_src = src
+
+
+def _device_constants(device, items, params):
+    """Copy the NumPy arrays among an op's constants and parameters (also inside
+    tuples, as index tuples hold them) to ``device``, the device of its tensors:
+    a host array next to a device tensor is moved, never an error. (A CPU
+    *Tensor* next to a device tensor is refused by ``_mixed_devices``.)"""
+    for v in items:  # most ops have none: then nothing is rebuilt
+        if isinstance(v, (np.ndarray, tuple)):
+            moved = [_on_device(device, v) for v in items]
+            items = tuple(moved) if type(items) is tuple else moved
+            break
+    if params:
+        for v in params.values():
+            if isinstance(v, (np.ndarray, tuple)):
+                params = {k: _on_device(device, v) for k, v in params.items()}
+                break
+    return items, params
+
+
+def _on_device(device, v):
+    if isinstance(v, np.ndarray):
+        return device.put(v)
+    if type(v) is tuple and any(isinstance(i, np.ndarray) for i in v):
+        return tuple(device.put(i) if isinstance(i, np.ndarray) else i for i in v)
+    return v
 
 
 def _mixed_devices(cls, args):

@@ -7,9 +7,9 @@ import weakref
 import numpy as np
 
 from . import tape
-from .device import Device, cpu, device_of_array, get_device
+from .device import Device, cpu, device_of_array, get_device, to_host
 from .dtypes import check_differentiable
-from .errors import ArgumentError, ArgumentTypeError, DTypeError, GraphError, describe
+from .errors import ArgumentError, ArgumentTypeError, DeviceError, DTypeError, GraphError, describe
 from .tape import is_grad_enabled, no_grad
 from .tensor_methods import TensorMethods, ValuesIndices  # noqa: F401  (re-exported)
 
@@ -65,12 +65,15 @@ def _to_array(data, dtype, device: Device):
         raise DTypeError(f"tensor: dtype {dtype or data.dtype} is not supported (only bool, "
                          "integer, floating and complex data); convert first, e.g. "
                          "np.asarray(data, dtype=np.float32)")
-    if device is not cpu and isinstance(data, np.ndarray):
-        with device.use():
-            return xp.asarray(data, dtype=dtype)
-    if device is cpu and device_of_array(data) is not cpu:
-        data = data.get()
-    return xp.array(data, dtype=dtype, copy=True)
+    if device is not cpu:
+        src = device_of_array(data)
+        if src is not device:  # a host array-like or another device's array: one copy
+            data = device.put(data if src is not cpu else np.asarray(data, dtype=dtype))
+            return data if dtype is None or data.dtype == dtype else data.astype(dtype)
+    elif device_of_array(data) is not cpu:
+        data = to_host(data)
+    with device.use():
+        return xp.array(data, dtype=dtype, copy=True)
 
 
 _KINDS = "biufc"
@@ -184,9 +187,11 @@ class Tensor(TensorMethods):
         contributions into this leaf's ``.grad``; returns a handle with ``.remove()``."""
         return tape.engine.register_post_accumulate_grad_hook(self, hook)
 
-    def backward(self, grad=None, retain_graph=False, create_graph=False) -> None:
-        """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (see tapegrad.backward)."""
-        tape.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph)
+    def backward(self, grad=None, retain_graph=False, create_graph=False, inputs=None) -> None:
+        """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` -- or, with ``inputs``,
+        into those tensors' only (see tapegrad.backward)."""
+        tape.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph,
+                      inputs=inputs)
 
     def detach(self) -> Tensor:
         """Same data (shared, no copy), cut from the tape."""
@@ -223,20 +228,44 @@ class Tensor(TensorMethods):
         return out.clone() if copy and out is self else out
 
     def cpu(self) -> Tensor:
+        """This tensor on the CPU (self when it is there already; differentiable).
+
+        >>> x.cuda().cpu().numpy()
+        """
         return self.to("cpu")
 
-    def cuda(self, index: int = 0, non_blocking: bool = False) -> Tensor:
-        return self.to(f"cuda:{index}")
+    def cuda(self, device=None, non_blocking: bool = False) -> Tensor:
+        """This tensor on a GPU: ``x.cuda()`` (GPU 0), ``x.cuda(1)``, ``x.cuda("cuda:1")``."""
+        if device is None:
+            device = 0
+        if isinstance(device, int) and not isinstance(device, bool):
+            device = f"cuda:{device}"
+        dev = get_device(device)
+        if dev.type != "cuda":
+            raise DeviceError(f"cuda: expected a GPU index or a 'cuda:N' device, got {device!r}")
+        return self.to(dev)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
 
     def numpy(self) -> np.ndarray:
-        """A host (NumPy) copy of the data."""
-        if self.device is cpu:
-            return self.data.copy()
-        return self.data.get()
+        """A NumPy copy of a CPU tensor's data; a device tensor must be moved first
+        (``x.cpu().numpy()``), as in PyTorch."""
+        if self.device is not cpu:
+            raise DeviceError(
+                f"numpy: can't convert a {self.device} tensor {describe(self)} to NumPy; "
+                "use Tensor.cpu() to copy the tensor to host memory first "
+                "(x.cpu().numpy())")
+        return self.data.copy()
 
     def __array__(self, dtype=None, copy=None):
-        a = self.numpy()
+        a = self.numpy()  # refuses device tensors, as NumPy conversion of a CuPy array does
         return a if dtype is None else a.astype(dtype)
+
+    def _host(self) -> np.ndarray:
+        """The data as a NumPy array, wherever it lives (for printing and tolist)."""
+        return self.device.host(self.data)
 
     def item(self):
         if self.data.size != 1:
@@ -245,7 +274,7 @@ class Tensor(TensorMethods):
         return self.data.reshape(()).item()
 
     def tolist(self):
-        return self.numpy().tolist()
+        return self._host().tolist()
 
     def __float__(self):
         return float(self.item())
@@ -266,7 +295,7 @@ class Tensor(TensorMethods):
             yield self[i]
 
     def __repr__(self):
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        body = np.array2string(self._host(), separator=", ", prefix="tensor(")
         extra = []
         if self.dtype != _default_dtype and self.dtype.kind == "f" or self.dtype.kind != "f":
             extra.append(f"dtype={self.dtype}")
@@ -349,8 +378,9 @@ class Tensor(TensorMethods):
         return self._inplace(_ops.clip, min, max)
 
     def copy_(self, src):
-        """Overwrite with ``src`` (broadcast); the gradient flows to ``src``."""
-        return self._inplace(_ops.setitem, Ellipsis, src)
+        """Overwrite with ``src`` (broadcast, from any device, as in PyTorch); the
+        gradient flows to ``src``."""
+        return self._inplace(_ops.setitem, Ellipsis, _here(self, src))
 
     def fill_(self, value):
         with no_grad():
@@ -362,7 +392,7 @@ class Tensor(TensorMethods):
         return self.fill_(0)
 
     def __setitem__(self, index, value):
-        self._inplace(_ops.setitem, _index(index), value)
+        self._inplace(_ops.setitem, _index(index), _here(self, value))
 
     # -------------------------------------------------------------- operators
     def __add__(self, other):
@@ -395,7 +425,9 @@ class Tensor(TensorMethods):
             if isinstance(v, Tensor) and v.requires_grad and is_grad_enabled():
                 raise GraphError(f"{name}: not differentiable in tapegrad, got {describe(v)} "
                                  "that requires grad; use .detach() (or no_grad) first")
-        return _wrap(op(_raw(a), _raw(b)), self.device, None, 0, False)
+        a, b = (self.data, _other(self, b, name)) if a is self else (_other(self, a, name),
+                                                                     self.data)
+        return _wrap(op(a, b), self.device, None, 0, False)
 
     def __floordiv__(self, other):
         return self._rounded(self, other, lambda a, b: a // b, "//")
@@ -431,7 +463,8 @@ class Tensor(TensorMethods):
         return _ops.abs(self)
 
     def _compare(self, other, op):
-        return _wrap(op(self.data, _raw(other)), self.device, None, 0, False)
+        return _wrap(op(self.data, _other(self, other, "comparison")), self.device, None, 0,
+                     False)
 
     def __lt__(self, other):
         return self._compare(other, lambda a, b: a < b)
@@ -453,7 +486,7 @@ class Tensor(TensorMethods):
 
     # bitwise / logical operators: bool and integer tensors, never recorded
     def _bitwise(self, other, op, name):
-        a, b = self.data, _raw(other)
+        a, b = self.data, _other(self, other, name)
         for v in (a, b):
             if getattr(v, "dtype", np.dtype(type(v))).kind not in "biu":
                 raise DTypeError(f"{name}: needs bool or integer operands (as in PyTorch), "
@@ -478,6 +511,29 @@ class Tensor(TensorMethods):
 
     def __getitem__(self, index):
         return _ops.getitem(self, _index(index))
+
+
+def _here(t, value):
+    """A Tensor ``value`` written into ``t`` (copy_, setitem) on ``t``'s device: PyTorch
+    copies across devices there (differentiably: the gradient goes back)."""
+    if isinstance(value, Tensor) and value.device is not t.device:
+        return value.to(t.device)
+    return value
+
+
+def _other(t, other, name):
+    """The raw operand ``other`` of an unrecorded operator of ``t`` (comparisons,
+    bitwise, ``//``, ``%``), by the rule the recorded ops follow: a NumPy array
+    moves to ``t``'s device, a tensor on another device is refused."""
+    if isinstance(other, Tensor):
+        if other.device is not t.device:
+            raise DeviceError(f"{name}: operands are on different devices ({describe(t)} on "
+                              f"{t.device}, {describe(other)} on {other.device}); move one "
+                              "with .to(device) first")
+        return other.data
+    if t.device is not cpu and isinstance(other, np.ndarray):
+        return t.device.put(other)
+    return other
 
 
 def _is_device(a) -> bool:
@@ -513,7 +569,6 @@ from . import args as _args  # noqa: E402  (args needs Tensor defined first)
 from . import ops as _ops  # noqa: E402  (ops need Tensor defined first)
 from . import tensor_methods as _methods  # noqa: E402
 from .args import normalize_axis  # noqa: E402
-from .args import raw as _raw  # noqa: E402
 
 _methods._bind(_ops, _wrap, _args)
 _methods.finish(TensorMethods)

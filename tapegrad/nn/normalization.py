@@ -10,6 +10,7 @@ from .. import ops
 from ..creation import ones, zeros
 from ..errors import ArgumentError, ShapeError
 from ..ops.normalization import _normalized_shape
+from ..utils.checkpoint import is_recomputing
 from . import init
 from ._util import new_param
 from .module import Module
@@ -66,14 +67,17 @@ class _BatchNorm(Module):
             raise ShapeError(f"{type(self).__name__}({self.num_features}): input shape "
                              f"{tuple(x.shape)} has {x.shape[1]} channels on axis 1")
         momentum = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
+        # a checkpoint's recomputation in backward sees the same batch again: no second update
+        track = self.track_running_stats and not is_recomputing()
+        if self.training and track:
             self.num_batches_tracked.data[...] += 1
             self.num_batches_tracked._bump_version()
             if self.momentum is None:  # cumulative moving average
                 momentum = 1.0 / int(self.num_batches_tracked.data)
         use_batch = self.training or not self.track_running_stats
-        return ops.batch_norm(x, self.running_mean if self.track_running_stats else None,
-                              self.running_var if self.track_running_stats else None,
+        stats = track or not self.training  # eval mode reads the running statistics
+        return ops.batch_norm(x, self.running_mean if stats else None,
+                              self.running_var if stats else None,
                               self.weight, self.bias, use_batch, momentum, self.eps)
 
     def extra_repr(self):

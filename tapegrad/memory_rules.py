@@ -1,0 +1,212 @@
+"""What each op's vjp allocates, for :func:`tapegrad.memory_report`.
+
+A rule ``rule(node, g) -> (peak, outputs)`` gets the entry and its output
+gradient's ``(shape, itemsize)`` and returns the vjp's high-water mark above
+the memory held when it starts (its temporaries plus the input gradients it
+has made by then), and, for inputs whose gradient is not a new array of the
+input's shape, ``{input index: bytes}`` (a new array of that size) or
+``{input index: ALIAS}`` (a view of the output gradient: no new memory).
+
+The rules mirror the kernels' own branches (``ops/conv.py``, ``ops/pool.py``,
+``ops/normalization.py``); ``tests/test_memory.py`` measures each against
+tracemalloc, so a kernel that changes its temporaries fails there. An op
+without a rule is assumed to allocate just its input gradients. A user op can
+define ``backward_memory(ctx, g)`` on its Function, with the same contract.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .ops import conv
+from .ops.activation import LeakyReLU, ReLU
+from .ops.conv import Conv2d, ConvTranspose2d
+from .ops.dropout import Dropout
+from .ops.elementwise import Add, Cast, Sub
+from .ops.linalg import Linear
+from .ops.losses import CrossEntropy
+from .ops.normalization import BatchNorm
+from .ops.pool import MaxPool2d
+from .ops.shape import BroadcastTo, Reshape, Transpose
+from .utils.checkpoint import Checkpoint
+
+ALIAS = "alias"
+# NumPy's ufunc buffer when an operand is cast on the fly (bool mask * float):
+# 8192 elements per cast operand
+_UFUNC_BUF = 8192 * 8
+
+
+def _prod(shape) -> int:
+    return math.prod(shape)
+
+
+def _edge_bytes(node, i) -> int:
+    for index, _, _, shape, dtype in node.edges:
+        if index == i:
+            return _prod(shape) * dtype.itemsize
+    return 0
+
+
+def _needed_bytes(node) -> int:
+    return sum(_prod(shape) * dtype.itemsize for _, _, _, shape, dtype in node.edges)
+
+
+def _mask_times(node, g):
+    """``g * mask``-style rules: one bool mask of g's size, the product, a buffer."""
+    shape, size = g
+    n = _prod(shape)
+    return n + n * size + _UFUNC_BUF, {}
+
+
+def _relu(node, g):
+    return _mask_times(node, g)
+
+
+def _alias_all(node, g):
+    return 0, {index: ALIAS for index, *_ in node.edges}
+
+
+def _sub(node, g):
+    return _edge_bytes(node, 1), {0: ALIAS}
+
+
+def _linear(node, g):
+    return _needed_bytes(node), {}
+
+
+def _cross_entropy(node, g):
+    # the one-hot targets (bool), p - onehot, and the product: p has the logits' shape
+    (_, _, _, shape, dtype), = node.edges
+    n = _prod(shape)
+    return n + 2 * n * max(dtype.itemsize, 4), {}  # float16 logits: p is float32
+
+
+def _batch_norm(node, g):
+    shape, size = g
+    n, c = shape[0], shape[1]
+    ln = _prod(shape[2:])
+    row = c * ln * size if ln > 1 else 0  # _row() repeats a (C,) vector over L
+    # xc, recentred into the buffer that becomes dx; two rows alive at the widest
+    return _needed_bytes(node) + 2 * row + n * c * size * 2, {}
+
+
+def _max_pool(node, g):
+    geo = node.geo
+    shape, size = g
+    n, c = geo.shape[:2]
+    ho, wo = geo.out
+    mask = n * c * ho * wo  # idx == k, one at a time (and isfinite(g) before)
+    if geo.fast:
+        kh, kw = geo.kernel
+        gt = n * c * ho * kh * wo * kw * size
+        if (ho * kh, wo * kw) == tuple(geo.shape[2:]):
+            return gt + mask + _UFUNC_BUF, {0: gt}
+        full = _prod(geo.shape) * size
+        return gt + full + mask, {0: full}
+    gbuf = n * c * geo.buf[0] * geo.buf[1] * size
+    routed = n * c * ho * wo * size
+    return gbuf + routed + mask, {0: gbuf}  # the gradient is a view of the padded buffer
+
+
+def _im2col_bytes(g, size) -> tuple[int, int]:
+    """(padded copy, columns) of an im2col over geometry ``g``."""
+    t, b, left, r = g.pad
+    pad = g.n * g.c * (g.h + t + b) * (g.w + left + r) * size if (t or b or left or r) else 0
+    return pad, g.n * g.c * g.kh * g.kw * g.ho * g.wo * size
+
+
+def _conv_input_grad(g, size) -> int:
+    """Peak of ops/conv.py's _input_grad above its start, its result included."""
+    gx = g.n * g.c * g.h * g.w * size
+    if g.stride == (1, 1) and g.o <= 2 * g.c:  # correlation with the flipped kernel
+        f = conv._Geom()
+        dh, dw = g.dilation
+        t, _, left, _ = g.pad
+        pt, pb = dh * (g.kh - 1) - t, g.h - g.ho + t
+        pl, pr = dw * (g.kw - 1) - left, g.w - g.wo + left
+        f.n, f.c = g.n, g.o
+        f.h = g.ho - max(0, -pt) - max(0, -pb)
+        f.w = g.wo - max(0, -pl) - max(0, -pr)
+        f.kh, f.kw, f.ho, f.wo = g.kh, g.kw, g.h, g.w
+        f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
+        pad, cols = _im2col_bytes(f, size)
+        return max(pad + cols, cols + gx)
+    if g.wo < conv._CHANNELS_LAST_BELOW_WO and g.n * (g.c // g.g) >= 8 * g.wo:
+        gyt = g.n * g.o * g.ho * g.wo * size
+        gcols = g.kh * g.kw * g.n * g.c * g.ho * g.wo * size
+        return gyt + gcols + 2 * gx  # the channels-last sum, then its NCHW copy
+    gcols = g.n * g.c * g.kh * g.kw * g.ho * g.wo * size
+    return gcols + gx
+
+
+def _conv2d(node, g):
+    nx, nw, nb = node.needs_input_grad
+    geo = node.geom
+    _, size = g
+    gw = geo.o * (geo.c // geo.g) * geo.kh * geo.kw * size
+    peak = 0
+    if nw:
+        og, kg = geo.o // geo.g, geo.kg
+        per_image = geo.n * geo.g * kg * og * size  # the batched GEMM before its sum
+        tail = gw if kg >= 4 * og else 0  # the transposed sum is copied by its reshape
+        peak = per_image + gw + tail
+    held = gw if nw else 0
+    if nx:
+        peak = max(peak, held + _conv_input_grad(geo, size))
+        held += geo.n * geo.c * geo.h * geo.w * size
+    if nb:
+        peak = max(peak, held + 2 * geo.n * geo.o * size + geo.ho * geo.wo * size)
+    return peak, {}
+
+
+def _conv_transpose2d(node, g):
+    # one im2col over its output gradient (the geometry of the conv it is the
+    # adjoint of, whose input that gradient has the shape of), then the GEMMs
+    _, size = g
+    pad, cols = _im2col_bytes(node.geom, size)
+    return pad + cols + _needed_bytes(node), {}
+
+
+def _checkpoint(node, g):
+    # the recomputed segment's saved arrays, then the peak of replaying it (simulated
+    # when the checkpoint ran forward), its captured input gradients included
+    saved, peak = node.segment.estimate()
+    return max(peak, saved + _needed_bytes(node)), {}
+
+
+def _dropout(node, g):
+    return _needed_bytes(node), {}
+
+
+RULES = {
+    ReLU: _relu,
+    LeakyReLU: _relu,
+    Dropout: _dropout,
+    Add: _alias_all,
+    Sub: _sub,
+    Cast: _alias_all,
+    Reshape: _alias_all,
+    Transpose: _alias_all,
+    BroadcastTo: _alias_all,
+    Linear: _linear,
+    CrossEntropy: _cross_entropy,
+    BatchNorm: _batch_norm,
+    MaxPool2d: _max_pool,
+    Conv2d: _conv2d,
+    ConvTranspose2d: _conv_transpose2d,
+    Checkpoint: _checkpoint,
+}
+
+
+def register(fn_cls, rule) -> None:
+    """Add or replace the rule of an op (``rule(node, g) -> (peak, outputs)``)."""
+    RULES[fn_cls] = rule
+
+
+def estimate(node, g):
+    """(peak, outputs) of ``node``'s vjp given its output gradient ``g``."""
+    rule = getattr(node.fn, "backward_memory", None) or RULES.get(node.fn)
+    if rule is None:
+        return _needed_bytes(node), {}
+    out = rule(node, g)
+    return (out, {}) if isinstance(out, int) else out

@@ -1,0 +1,169 @@
+"""tapegrad.memory_report: saved bytes, and the predicted peak of backward against
+tracemalloc (NumPy reports its allocations there; measured, never timed)."""
+
+import importlib.util
+import pathlib
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import memory_rules, nn, ops
+from tapegrad.memory import PeakMeter
+from tapegrad.utils import checkpoint
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _bench_train():
+    spec = importlib.util.spec_from_file_location("bench_train",
+                                                  ROOT / "benchmarks" / "bench_train.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _measure_step(step):
+    """(report, measured peak, measured increase) of one training step's backward.
+
+    Peak: the most memory traced during ``loss.backward()`` above what was
+    traced before the forward; increase: above what was traced when backward
+    started (the definitions of tapegrad/memory.py)."""
+    step()  # .grad and the optimizer's state exist from here on, as in training
+    step.opt.zero_grad()
+    with PeakMeter("cpu") as meter:  # tracemalloc
+        before = meter.now()
+        loss = step.loss_fn(step.model(step.x), step.y)
+        rep = tg.memory_report(loss)
+        start = meter.now()
+        meter.reset_peak()
+        loss.backward()
+        peak = meter.peak()
+    assert not tracemalloc.is_tracing()
+    return rep, peak - before, peak - start
+
+
+@pytest.mark.parametrize("net", ["lenet", "vgg-small"])
+def test_predicted_peak_within_10_percent(net):
+    bt = _bench_train()
+    spec, batch, in_shape = bt.NETS[net]
+    step = bt.TapegradStep(spec, batch, in_shape, "cpu")
+    rep, peak, increase = _measure_step(step)
+    assert abs(rep.predicted_peak - peak) <= 0.10 * peak, (rep.predicted_peak, peak)
+    assert abs(rep.predicted_increase - increase) <= 0.10 * increase, \
+        (rep.predicted_increase, increase)
+    assert rep.tape_bytes <= rep.total_saved
+    # every parameter gets a new .grad (zero_grad set them to None)
+    assert rep.leaf_grads == sum(p.data.nbytes for p in step.model.parameters())
+
+
+def _vjp_peak(node, g):
+    """The traced high-water mark of ``node``'s vjp above its start."""
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        out = node.fn.backward(node, g)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    del out
+    return peak - start
+
+
+def _f32(*shape, grad=True, seed=0):
+    data = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return tg.tensor(data, requires_grad=grad)
+
+
+CASES = {
+    "conv stride 1 (flipped-kernel correlation)":
+        lambda: ops.conv2d(_f32(8, 8, 16, 16), _f32(8, 8, 3, 3), _f32(8), padding=1),
+    "conv stride 2 (col2im)":
+        lambda: ops.conv2d(_f32(8, 4, 17, 17), _f32(16, 4, 3, 3), _f32(16), stride=2),
+    "conv narrow output (channels-last col2im)":
+        lambda: ops.conv2d(_f32(16, 4, 10, 10), _f32(16, 4, 3, 3), None),
+    "conv, input needs no gradient":
+        lambda: ops.conv2d(_f32(8, 3, 16, 16, grad=False), _f32(16, 3, 5, 5), _f32(16)),
+    "conv groups=2":
+        lambda: ops.conv2d(_f32(8, 8, 12, 12), _f32(8, 4, 3, 3), _f32(8), padding=1, groups=2),
+    "conv_transpose2d":
+        lambda: ops.conv_transpose2d(_f32(8, 8, 8, 8), _f32(8, 4, 3, 3), _f32(4), stride=2),
+    "max pool 2x2 (tiles)": lambda: nn.MaxPool2d(2)(_f32(16, 8, 16, 16)),
+    "max pool 3x3 stride 2 pad 1": lambda: nn.MaxPool2d(3, 2, 1)(_f32(16, 8, 16, 16)),
+    "max pool ragged edge": lambda: nn.MaxPool2d(2)(_f32(16, 8, 17, 17)),
+    "batch norm": lambda: ops.batch_norm(_f32(16, 8, 16, 16), tg.zeros(8), tg.ones(8),
+                                         _f32(8), _f32(8), training=True),
+    "relu": lambda: ops.relu(_f32(64, 64, 16)),
+    "linear": lambda: ops.linear(_f32(64, 512), _f32(256, 512), _f32(256)),
+    "dropout": lambda: ops.dropout(_f32(64, 4096), 0.5),
+    "cross entropy": lambda: ops.cross_entropy(_f32(512, 100), np.arange(512) % 100),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_vjp_rule_matches_tracemalloc(case):
+    y = CASES[case]()
+    node = y.grad_fn
+    g = np.ones(y.shape, np.float32)
+    predicted, _ = memory_rules.estimate(node, (y.shape, 4))
+    measured = _vjp_peak(node, g)
+    # 10%, or 96 KiB for the small ones (NumPy's cast buffers, Python objects)
+    assert abs(predicted - measured) <= max(0.10 * measured, 96 * 1024), (predicted, measured)
+
+
+def test_each_buffer_counted_once_and_outside_arrays_excluded():
+    x = _f32(32, 64)
+    w = _f32(64, 64)
+    h = ops.relu(ops.linear(x, w))  # relu saves its output, which the next linear saves as x
+    out = ops.linear(h, w).sum()
+    rep = tg.memory_report(out)
+    relu_out = h.data.nbytes
+    # the tape: relu's output (once), the first linear's x and both w's (the same array)
+    assert rep.total_saved == relu_out + x.data.nbytes + w.data.nbytes
+    # x and w belong to their tensors, and we still hold h: backward frees none of them
+    assert rep.tape_bytes == 0
+    del h
+    rep = tg.memory_report(out)
+    assert rep.tape_bytes == relu_out  # now only the tape holds relu's output
+    names = [r.name for r in rep.records]
+    assert names == ["Sum", "Linear", "ReLU", "Linear"]
+    # the second linear runs first, but relu still needs the array: freed after relu's vjp
+    assert [r.freed for r in rep.records] == [0, 0, relu_out, 0]
+    assert rep.records[1].saved == relu_out + w.data.nbytes
+
+
+def test_table_and_fields():
+    x = _f32(16, 32)
+    w = _f32(8, 32)
+    rep = tg.memory_report((ops.relu(ops.linear(x, w)) ** 2).sum())
+    text = str(rep)
+    assert "predicted peak during backward" in text and "<- peak" in text
+    assert rep.predicted_peak >= rep.tape_bytes
+    assert rep.predicted_increase == rep.predicted_peak - rep.tape_bytes
+    assert [r.seq for r in rep.records] == sorted((r.seq for r in rep.records), reverse=True)
+    assert all(r.peak == r.live + r.temp for r in rep.records)
+
+
+def test_inputs_prunes_the_simulated_walk():
+    trunk = nn.Sequential(nn.Linear(32, 32), nn.ReLU())
+    head = nn.Linear(32, 4)
+    loss = (head(trunk(_f32(8, 32))) ** 2).sum()
+    full = tg.memory_report(loss)
+    part = tg.memory_report(loss, inputs=list(head.parameters()))
+    assert len(part.records) < len(full.records)
+    assert part.leaf_grads == sum(p.data.nbytes for p in head.parameters())
+
+
+def test_checkpoint_cuts_the_saved_bytes():
+    tg.manual_seed(0)
+    block = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1))
+    x = _f32(4, 3, 16, 16, grad=False)
+    plain = tg.memory_report(block(x).sum())
+    ck = tg.memory_report(checkpoint(block, x).sum())
+    assert ck.total_saved < 0.1 * plain.total_saved  # just the input
+    node = ck.records[-1]
+    assert node.name == "Checkpoint"
+    # its vjp recomputes the segment: the segment's saved arrays are its temporaries
+    assert node.temp >= plain.total_saved - x.data.nbytes
