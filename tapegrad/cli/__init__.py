@@ -64,6 +64,14 @@ def _add_train(p: argparse.ArgumentParser) -> None:
                    help="use only the first N training images (quick runs)")
     p.add_argument("--test-samples", type=arg_type("test_samples"), metavar="N",
                    help="use only the first N test images (quick runs)")
+    p.add_argument("--debug-info", action="store_true",
+                   help="Caffe's debug_info: each epoch, every layer's mean |output| and "
+                        "|gradient|, saved bytes and times into OUT/debug_info.csv, plotted "
+                        "over the epochs in OUT/debug_info.png (training runs slower)")
+    p.add_argument("--nproc", type=arg_type("epochs"), metavar="N",
+                   help="train data-parallel on N processes: runs this command under "
+                        "mpirun -n N (needs tapegrad[mpi]; mpirun -n N tapegrad train ... "
+                        "does the same, also across machines with a hostfile)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 

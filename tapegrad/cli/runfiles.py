@@ -16,7 +16,7 @@ import threading
 
 from ..errors import TapegradError
 
-ARTEFACTS = ("model.npz", "metrics.csv", "curves.png")
+ARTEFACTS = ("model.npz", "metrics.csv", "curves.png", "debug_info.csv", "debug_info.png")
 _TEMP = re.compile(r"^(?P<name>.+)\.tmp(?P<pid>\d+)$")
 
 

@@ -33,6 +33,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .common import EVAL_BATCH, load_data, predict
+from .debug_info import DebugInfo
 from .models import build_model, count_parameters
 from .runfiles import prepare_run_folder, sigint_held, write_atomic
 from .settings import DEFAULT_LR, DEFAULTS
@@ -120,7 +121,7 @@ def limit_threads(n: int):
 
 def _progress(loader, desc: str, quiet: bool):
     """A tqdm bar on stderr when it is a terminal (and tqdm is installed)."""
-    if quiet or not sys.stderr.isatty():
+    if quiet or not (sys.stderr.isatty() or os.environ.get("TAPEGRAD_PROGRESS") == "1"):
         return None
     try:
         from tqdm import tqdm
@@ -130,15 +131,18 @@ def _progress(loader, desc: str, quiet: bool):
                 dynamic_ncols=True)
 
 
-def train_epoch(model, loader, optimizer, loss_fn, bar=None) -> tuple[float, int]:
+def train_epoch(model, loader, optimizer, loss_fn, bar=None, job=None) -> tuple[float, int]:
     """One pass over ``loader``: ``(mean training loss, images seen)``. A
-    non-finite loss raises before its backward/step can touch the weights."""
+    non-finite loss raises before its backward/step can touch the weights
+    (under mpirun the loss is the mean over the ranks: all stop together)."""
     model.train()
     total, seen = 0.0, 0
     for step, (x, y) in enumerate(loader, 1):
         optimizer.zero_grad()
         loss = loss_fn(model(x), y)
         value = float(loss.item())
+        if job is not None:
+            value = job.average(value)
         if not math.isfinite(value):
             raise _NonFinite(f"the training loss is {value} at step {step}/{len(loader)}")
         loss.backward()
@@ -229,10 +233,22 @@ def plot_curves(path: str, history: list[dict]) -> bool:
 
 
 def run(args) -> int:
-    config, ckpt = resolve(args)
-    prepare_run_folder(config["out"])  # before any work: an unwritable --out fails now
-    with limit_threads(config["threads"]):
-        return _run(args, config, ckpt)
+    if getattr(args, "nproc", None):
+        from .launch import launch_train
+
+        return launch_train(args)
+    from .data_parallel import Job
+
+    job = Job.start()  # one process, or this rank of an mpirun job
+    try:
+        config, ckpt = job.resolve(resolve, args)
+        if job.lead:
+            prepare_run_folder(config["out"])  # before any work: an unwritable --out fails now
+        with limit_threads(config["threads"]), job.output():
+            return job.end(_run(args, config, ckpt, job))
+    except BaseException as exc:
+        job.fail(exc)  # re-raised with one process; under mpirun, ends every rank
+        raise
 
 
 def _resumed_history(ckpt, csv_path: str, start: int) -> list[dict]:
@@ -254,7 +270,8 @@ def _stopped(done: int, start: int, ckpt_path: str) -> str:
     return kept + (" (unchanged)" if done == start else "")
 
 
-def _one_epoch(epoch, lr, config, model, optimizer, loader, test_loader, bar) -> dict:
+def _one_epoch(epoch, lr, config, model, optimizer, loader, test_loader, bar,
+               job=None) -> dict:
     """Train epoch ``epoch`` and test; its metrics row. _NonFinite if the loss,
     the weights or the test loss stop being finite."""
     import tapegrad
@@ -264,12 +281,16 @@ def _one_epoch(epoch, lr, config, model, optimizer, loader, test_loader, bar) ->
     # epoch e's shuffle and dropout masks depend on (seed, e) alone, so a
     # resumed run repeats an uninterrupted one exactly
     loader.set_epoch(epoch - 1)
-    tapegrad.manual_seed(config["seed"] * 100_003 + epoch)
+    seed = config["seed"] * 100_003 + epoch
+    tapegrad.manual_seed(seed if job is None else job.seed(seed))
     for group in optimizer.param_groups:
         group["lr"] = lr
     t0 = time.perf_counter()
     try:
-        train_loss, seen = train_epoch(model, loader, optimizer, nn.CrossEntropyLoss(), bar)
+        train_loss, seen = train_epoch(model, loader, optimizer, nn.CrossEntropyLoss(), bar,
+                                       job)
+        if job is not None:
+            seen *= job.size  # every rank's shard has the same size
     finally:
         if bar is not None:
             bar.close()
@@ -283,12 +304,14 @@ def _one_epoch(epoch, lr, config, model, optimizer, loader, test_loader, bar) ->
             "images_per_s": seen / max(t_train, 1e-9), "seconds": time.perf_counter() - t0}
 
 
-def _run(args, config, ckpt) -> int:
+def _run(args, config, ckpt, job=None) -> int:
     import tapegrad
 
     from ..data import DataLoader
+    from .data_parallel import Job
 
-    quiet = bool(getattr(args, "quiet", False))
+    job = job or Job()
+    quiet = bool(getattr(args, "quiet", False)) or not job.lead
     device = tapegrad.get_device(config["device"])
     train_ds, test_ds = load_data(config["data"], config["data_dir"], config["train_samples"],
                                   config["test_samples"])
@@ -309,18 +332,23 @@ def _run(args, config, ckpt) -> int:
         model.load_state_dict(ckpt["model"])
         restore_optimizer(optimizer, ckpt["optimizer"], config, ckpt_path)
         history = _resumed_history(ckpt, csv_path, start)
-        with sigint_held():
-            write_metrics(csv_path, history)  # repairs a metrics.csv a kill left behind
-    loader = DataLoader(train_ds, config["batch_size"], shuffle=True, seed=config["seed"],
-                        device=device)
+        if job.lead:
+            with sigint_held():
+                write_metrics(csv_path, history)  # repairs a metrics.csv a kill left behind
+    net = job.wrap(model)  # what trains: the model, or its DistributedDataParallel replica
+    loader = job.loader(train_ds, config, device)
     test_loader = DataLoader(test_ds, EVAL_BATCH, device=device)
     epochs = config["epochs"]
+    debug = DebugInfo(out, model, start) if getattr(args, "debug_info", False) and job.lead \
+        else None
     print(f"{'resuming' if start else 'training'} {config['model']} "
           f"({count_parameters(model):,} parameters) on {config['data']} "
           f"({len(train_ds)} train / {len(test_ds)} test images), {config['optimizer']} "
           f"lr {config['lr']:g} ({config['schedule']}), batch {config['batch_size']}, "
           f"epochs {start + 1}..{epochs}, "
           f"device {device}", flush=True)
+    if job.describe(config):
+        print(job.describe(config), flush=True)
     done = start  # the epoch whose end model.npz holds
     lr = config["lr"]
     t_run = time.perf_counter()
@@ -331,19 +359,26 @@ def _run(args, config, ckpt) -> int:
         with quiet_fp:
             for epoch in range(start + 1, epochs + 1):
                 lr = epoch_lr(config["lr"], epoch, epochs, config["schedule"])
-                row = _one_epoch(epoch, lr, config, model, optimizer, loader, test_loader,
-                                 _progress(loader, f"epoch {epoch}/{epochs}", quiet))
+                with debug.watch() if debug else contextlib.nullcontext():
+                    row = _one_epoch(epoch, lr, config, net, optimizer, loader, test_loader,
+                                     _progress(loader, f"epoch {epoch}/{epochs}", quiet), job)
                 with sigint_held():  # checkpoint and metrics.csv always agree
-                    save_checkpoint(ckpt_path, model, optimizer, epoch, config, [*history, row])
+                    if job.lead:  # the plain model: loadable by one process
+                        save_checkpoint(ckpt_path, model, optimizer, epoch, config,
+                                        [*history, row])
                     history.append(row)
                     done = epoch
-                    write_metrics(csv_path, history)
+                    if job.lead:
+                        write_metrics(csv_path, history)
+                    if debug is not None:
+                        debug.write(epoch)
                 print(f"epoch {epoch:3d}/{epochs}  train loss {row['train_loss']:.4f}  "
                       f"test loss {row['test_loss']:.4f}  test acc {100 * row['test_acc']:6.2f}%  "
                       f"{row['images_per_s']:7.0f} img/s  ({row['seconds']:.1f} s)", flush=True)
     except KeyboardInterrupt:
         with sigint_held():
-            plot_curves(png_path, history)
+            if job.lead:
+                plot_curves(png_path, history)
         lead = "\n" if sys.stderr.isatty() else ""  # end the progress bar's line
         resume = (f"; continue with: tapegrad train --out {out} --resume" if done else "")
         print(f"{lead}interrupted during epoch {min(done + 1, epochs)}: the partial epoch is "
@@ -352,7 +387,8 @@ def _run(args, config, ckpt) -> int:
         return 130
     except _NonFinite as exc:
         with sigint_held():
-            plot_curves(png_path, history)
+            if job.lead:
+                plot_curves(png_path, history)
         base = config["lr"]
         at = f", {lr:g} in this epoch" if lr != base else ""
         raise TrainingDiverged(
@@ -361,9 +397,12 @@ def _run(args, config, ckpt) -> int:
             f"(e.g. --lr {base / 10:g}; the {config['optimizer']} default is "
             f"{DEFAULT_LR[config['optimizer']]:g})") from None
     with sigint_held():
-        plotted = plot_curves(png_path, history)
+        plotted = job.lead and plot_curves(png_path, history)
     final = history[-1]["test_acc"] if history else float("nan")
     print(f"done: test accuracy {100 * final:.2f}% after {done} epoch(s) "
           f"({time.perf_counter() - t_run:.1f} s); wrote {ckpt_path}, {csv_path}"
-          + (f", {png_path}" if plotted else ""), flush=True)
+          + (f", {png_path}" if plotted else "")
+          + (f", {debug.csv_path}" if debug else "")
+          + (f", {debug.png_path}" if debug and os.path.isfile(debug.png_path) else ""),
+          flush=True)
     return 0

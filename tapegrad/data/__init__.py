@@ -11,6 +11,7 @@ from . import datasets
 from .dataset import Dataset, Subset, TensorDataset
 from .datasets import DatasetError, DatasetNotFoundError
 from .loader import DataLoader
+from .sampler import DistributedSampler, Sampler, SequentialSampler
 
 __all__ = ["Dataset", "TensorDataset", "Subset", "DataLoader", "datasets", "DatasetError",
-           "DatasetNotFoundError"]
+           "DatasetNotFoundError", "Sampler", "SequentialSampler", "DistributedSampler"]

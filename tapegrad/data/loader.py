@@ -28,10 +28,9 @@ def collate(samples):
 
 def _stack(items):
     items = [i.data if isinstance(i, Tensor) else i for i in items]
-    if hasattr(items[0], "__cuda_array_interface__"):
-        import cupy
-
-        return cupy.stack(items)
+    dev = device_of_array(items[0])
+    if dev is not cpu:  # device samples stack on their device
+        return dev.xp.stack([dev.put(i) for i in items])
     return np.stack([np.asarray(i) for i in items])
 
 
@@ -50,6 +49,9 @@ class DataLoader:
       ``tapegrad.manual_seed`` makes it repeatable.
     - ``drop_last``: skip a last batch smaller than ``batch_size``.
     - ``device``: where the batches' Tensors live (``"cpu"``, ``"cuda"``...).
+    - ``sampler``: the indices to visit, in order (e.g. a
+      :class:`~tapegrad.data.DistributedSampler`); excludes ``shuffle``.
+      :meth:`set_epoch` is passed on to it.
 
     Datasets with ``get_batch(indices)`` (``TensorDataset``, ``Subset``) are
     batched by fancy indexing, one copy per field; other datasets are read
@@ -58,7 +60,7 @@ class DataLoader:
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
                  drop_last: bool = False, seed: int | None = None, device="cpu", *,
-                 num_workers: int = 0, pin_memory: bool = False,
+                 sampler=None, num_workers: int = 0, pin_memory: bool = False,
                  persistent_workers: bool = False):
         # PyTorch's worker/pinning options change only how fast batches arrive, never
         # which: batches are built in this process, vectorised, so they are accepted
@@ -71,7 +73,11 @@ class DataLoader:
                 or batch_size < 1:
             raise ArgumentError(f"DataLoader: batch_size must be a positive int, got "
                                 f"{batch_size!r}")
+        if sampler is not None and shuffle:
+            raise ArgumentError("DataLoader: sampler and shuffle=True exclude each other; "
+                                "let the sampler shuffle (DistributedSampler(shuffle=True))")
         self.dataset = dataset
+        self.sampler = sampler
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
@@ -80,7 +86,7 @@ class DataLoader:
         self.epoch = 0  # number of iterations started so far (for seeded shuffles)
 
     def __len__(self) -> int:
-        n = len(self.dataset)
+        n = len(self.dataset) if self.sampler is None else len(self.sampler)
         if self.drop_last:
             return n // self.batch_size
         return -(-n // self.batch_size)
@@ -88,8 +94,12 @@ class DataLoader:
     def set_epoch(self, epoch: int) -> None:
         """The next ``iter()`` uses epoch ``epoch``'s permutation (seeded loaders)."""
         self.epoch = int(epoch)
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
 
     def _order(self) -> np.ndarray:
+        if self.sampler is not None:
+            return np.fromiter(iter(self.sampler), np.int64)
         n = len(self.dataset)
         if not self.shuffle:
             return np.arange(n)
@@ -123,7 +133,7 @@ class DataLoader:
         dev = self.device
         if isinstance(a, Tensor):
             return a.to(dev)
-        if not hasattr(a, "__cuda_array_interface__"):
+        if device_of_array(a) is cpu:  # NumPy arrays, lists, numbers
             a = np.asarray(a)
             if dev is cpu:
                 return _wrap(a, cpu, None, 0, False)  # fancy indexing already copied

@@ -7,7 +7,7 @@
 >>> loss = nn.CrossEntropyLoss()(model(tg.randn(2, 4)), tg.tensor([0, 2]))
 """
 
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .activation import (
     ELU,
     GELU,
@@ -50,6 +50,7 @@ from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .resample import PixelShuffle, PixelUnshuffle, Upsample
 from .sparse import Embedding
+from .sync_batchnorm import SyncBatchNorm
 
 __all__ = [
     "Module", "Parameter", "StateDictError", "IncompatibleKeys", "Sequential", "ModuleList",
@@ -64,5 +65,5 @@ __all__ = [
     "LayerNorm", "GroupNorm", "CrossEntropyLoss", "MSELoss", "HuberLoss", "BCELoss",
     "KLDivLoss", "MarginRankingLoss", "CosineEmbeddingLoss", "TripletMarginLoss",
     "CosineSimilarity", "init", "utils",
-    "functional",
+    "functional", "SyncBatchNorm", "parallel",
 ]
