@@ -97,7 +97,8 @@ complex128 = _np.dtype("complex128")
 
 tune_malloc()  # large temporaries reuse heap memory instead of page-faulting (see its doc)
 
-_SUBMODULES = {"nn", "optim", "data", "testing", "distributed", "utils", "autograd"}
+_SUBMODULES = {"nn", "optim", "data", "testing", "distributed", "utils", "autograd", "onnx",
+               "compat"}
 _LAZY = {"save": "serialization", "load": "serialization", "memory_report": "memory"}
 
 
@@ -127,7 +128,7 @@ __all__ = [
     "float16", "half", "float32", "float", "float64", "double", "int8", "uint8", "int16",
     "short", "int32", "int", "int64", "long", "bool", "complex64", "complex128",
     "ops", "errors", "nn", "optim", "data", "testing", "distributed", "save", "load",
-    "utils", "memory_report", "autograd",
+    "utils", "memory_report", "autograd", "onnx", "compat",
 ]
 
 
