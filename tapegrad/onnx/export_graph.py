@@ -194,7 +194,10 @@ class Graph:
     # ------------------------------------------------------- emitting
     def add_init(self, name: str, arr) -> str:
         if name not in self.inits:
-            arr = np.ascontiguousarray(arr)
+            # ascontiguousarray makes a 0-d array 1-d: a scalar constant would become
+            # (1,) and turn a 0-d result (a full reduction times 2) into a 1-d one
+            arr = np.asarray(arr)
+            arr = np.ascontiguousarray(arr) if arr.ndim else arr
             self.inits[name] = self.onnx.numpy_helper.from_array(arr, name)
             self.meta.setdefault(name, (arr.shape, arr.dtype, None))
         return name

@@ -311,6 +311,12 @@ def _var(g, c):
     count = math.prod(x.shape[a] for a in axes)
     d = g.node("Sub", [xv, g.axes_node("ReduceMean", xv, axes, keepdims=1)])
     ss = g.axes_node("ReduceSum", g.node("Mul", [d, d]), axes, keepdims=keep, since=13)
+    if c.batch("x") in axes:  # the count includes the batch size: read it at run time
+        sizes = g.node("Gather", [g.node("Shape", [xv]), g.ints(axes)], axis=0)
+        n = g.node("Cast", [g.node("ReduceProd", [sizes], keepdims=0)],
+                   to=g.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(x.dtype)))
+        g.node("Div", [ss, g.node("Sub", [n, g.scalar(c.a["ddof"], xv)])], [c.out])
+        return
     g.node("Div", [ss, g.scalar(count - c.a["ddof"], xv)], [c.out])
 
 

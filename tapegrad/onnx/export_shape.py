@@ -110,15 +110,24 @@ def _getitem(g, c):
             pos += 1
             continue
         size = xa.shape[d]
-        if isinstance(v, slice):
+        if d == b:  # the dynamic batch axis: bounds relative to its size at run time
+            bounds = _batch_bounds(c, v)
+            if bounds is None or bounds[1:] == (_INT64_MIN, -1) and bounds[0] in (-1, _INT64_MAX):
+                batch_out = pos  # the whole axis, or all of it reversed
+            if bounds is not None:
+                for out, val in zip((starts, ends, axes, steps),
+                                    (bounds[0], bounds[1], d, bounds[2])):
+                    out.append(val)
+                if not isinstance(v, slice):
+                    squeeze.append(d)
+            pos += isinstance(v, slice)
+        elif isinstance(v, slice):
             if v != slice(None) and v.indices(size) != (0, size, 1):
                 start, stop, step = v.indices(size)
                 starts.append(start)
                 ends.append(_INT64_MIN if stop < 0 else stop)
                 axes.append(d)
                 steps.append(step)
-            elif d == b:
-                batch_out = pos
             pos += 1
         else:
             i = int(v) % size
@@ -137,6 +146,28 @@ def _getitem(g, c):
     if unsqueeze:
         y = g.axes_node("Unsqueeze", y, unsqueeze, since=13)
     g.rename(y, c.out)
+
+
+def _batch_bounds(c, v):
+    """ONNX Slice (start, end, step) of an int or slice on the dynamic batch axis,
+    kept as Python wrote it (``x[-1]``, ``x[1:]``): resolving it with the example's
+    batch size would pick other rows at another size. None: the whole axis."""
+    if not isinstance(v, slice):
+        i = int(v)
+        return (i, i + 1 if i != -1 else _INT64_MAX, 1)
+    step = 1 if v.step is None else int(v.step)
+    if v.start in (None, 0) and v.stop is None and step == 1:
+        return None
+    if step < 0 and v.start is not None and v.start < -1:
+        # Python empties x[-k::-1] when the batch is below k; ONNX's Slice would clamp
+        raise c.refuse(f"the slice {v} of the dynamic batch axis counts a negative start "
+                       "with a negative step", "export with dynamic_batch=False, or slice "
+                       "with a start of None")
+    # ONNX clamps start/end into the axis as Python does for these (step > 0: both into
+    # [0, n]; step < 0: end into [-1, n-1], a start of None is the last row)
+    start = v.start if v.start is not None else (0 if step > 0 else _INT64_MAX)
+    stop = v.stop if v.stop is not None else (_INT64_MAX if step > 0 else _INT64_MIN)
+    return (int(start), int(stop), step)
 
 
 def _is_array(v) -> bool:

@@ -25,7 +25,7 @@ from ..tensor import Tensor
 from ._deps import require_onnx
 from .export_check import check_constants
 from .export_graph import Call, Graph, OnnxExportError, lookup
-from .trace import Alias, needed, trace, value_ids
+from .trace import Alias, aliased_reads, needed, trace, value_ids
 
 __all__ = ["export", "OnnxExportError"]
 
@@ -53,6 +53,10 @@ def export(model, example_input, path, opset: int = 17, dynamic_batch: bool = Tr
     in_names = _names("input_names", input_names, len(inputs), "input")
     training = getattr(model, "training", None)
     if training is not None:
+        # every submodule's own flag (a frozen BatchNorm kept in eval inside a
+        # training model stays so: model.train(True) alone would flip it)
+        modes = [(m, m.training) for m in model.modules()] if hasattr(model, "modules") \
+            else [(model, training)]
         model.eval()
     try:
         records, outs, params, traced = _trace(model, inputs)
@@ -66,7 +70,8 @@ def export(model, example_input, path, opset: int = 17, dynamic_batch: bool = Tr
         check_constants(model, inputs, records, traced)
     finally:
         if training is not None:
-            model.train(training)
+            for m, mode in modes:
+                m.__dict__["training"] = mode
     proto = _model(onnx, g, inputs, in_names, outs, out_names)
     onnx.checker.check_model(proto, full_check=True)
     if path is not None:
@@ -112,12 +117,31 @@ def _trace(model, inputs):
     for name, t in state.items():
         params.setdefault(id(t), name)
         params.setdefault(id(t.data), name)
+    # a forward that writes its own parameters or buffers in place (x += ..., copy_)
+    # cannot be a stateless graph, whose initializers would hold the updated values
+    versions = [(name, t, t._version[0]) for name, t in state.items() if isinstance(t, Tensor)]
     with no_grad(), trace() as tr:
         out = model(*inputs)
+    changed = [name for name, t, v in versions if t._version[0] != v]
+    if changed:
+        raise OnnxExportError(
+            f"ONNX export: the forward updates the model's state in place ({', '.join(changed)}"
+            "; the traced call has already changed it), and an ONNX graph holds no state: "
+            "its initializers would be the updated values. Keep state updates out of the "
+            "forward in eval mode (or compute them out of place and return them).")
     outs = _outputs(out)
     traced = set(params) | {i for t in inputs for i in value_ids(t)}
     traced.update(i for r in tr.records if not isinstance(r, Alias) for i in value_ids(r.outputs))
-    return needed(tr.records, outs), outs, params, traced
+    records = needed(tr.records, outs)
+    hit = aliased_reads(tr.records, outs, records)
+    if hit is not None:
+        alias, other = hit
+        raise OnnxExportError(
+            f"ONNX export: an in-place update of a tensor {describe(alias.target)} also "
+            f"changes a view (or base) {describe(other)} of its memory that the forward reads "
+            "afterwards; an ONNX graph has no shared memory, so that read would see the old "
+            "values. Use an out-of-place op (y = y + 1) or .clone() before the update.")
+    return records, outs, params, traced
 
 
 def _outputs(out) -> tuple:

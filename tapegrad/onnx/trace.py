@@ -28,7 +28,7 @@ from ..errors import GraphError
 from ..tape import Function
 from ..tensor import Tensor
 
-__all__ = ["trace", "Record", "Alias", "TensorOp", "needed", "value_ids"]
+__all__ = ["trace", "Record", "Alias", "TensorOp", "needed", "value_ids", "aliased_reads"]
 
 
 class Record(NamedTuple):
@@ -206,3 +206,40 @@ def needed(records: list, outs) -> list:
             need.update(value_ids(rec.args))
             need.update(i for v in rec.params.values() for i in value_ids(v))
     return keep[::-1]
+
+
+def _tensors(v):
+    if isinstance(v, Tensor):
+        yield v
+    elif isinstance(v, (tuple, list)):
+        for item in v:
+            yield from _tensors(item)
+
+
+def aliased_reads(records: list, outs, kept: list | None = None):
+    """The first in-place update whose effect the graph would miss, as ``(alias,
+    other)``, or None. An in-place op writes the memory its target shares with
+    views of it (or with its base): in eager mode a view taken before ``y += 1``
+    sees the update, but the trace records only that ``y`` is rebound, so the
+    view (or base) read later would keep the old values. Tensors that share
+    memory share one version counter (``_share_version``). ``records`` is the
+    whole trace; only reads by ``kept`` records (default: all) count."""
+    keep = None if kept is None else {id(r) for r in kept}
+    seen: list = []  # tensors traced so far (inputs and outputs of records)
+    for i, rec in enumerate(records):
+        if not isinstance(rec, Alias):
+            seen.extend(t for v in rec.args for t in _tensors(v))
+            seen.extend(t for v in rec.params.values() for t in _tensors(v))
+            seen.extend(rec.outputs)
+            continue
+        target, counter = rec.target, rec.target._version
+        others = {id(t): t for t in seen if t is not target and t._version is counter}
+        if not others:
+            continue
+        later = [t for r in records[i + 1:] if not isinstance(r, Alias)
+                 and (keep is None or id(r) in keep)
+                 for v in (*r.args, *r.params.values()) for t in _tensors(v)]
+        for t in (*later, *outs):
+            if id(t) in others:
+                return rec, t
+    return None
