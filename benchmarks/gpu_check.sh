@@ -28,6 +28,7 @@ else LOGDIR=$(mktemp -d /tmp/gpu_check.XXXXXX); fi
 mkdir -p "$LOGDIR"
 START=$(date +%s)
 NAMES=() STATUS=() SECS=() KEYS=()
+STEP_STATUS="" ELAPSED=0
 
 record() {  # name status seconds key
     NAMES+=("$1") STATUS+=("$2") SECS+=("$3") KEYS+=("$4")
@@ -40,6 +41,7 @@ run() {
     left=$((BUDGET - ($(date +%s) - START)))
     t=$((cap < left ? cap : left))
     RC=-1
+    STEP_STATUS=""  # stays empty for a skipped step: finish then records nothing more
     if [ "$t" -lt 10 ]; then
         record "$name" "skipped: time budget spent" 0 ""
         return
@@ -57,8 +59,9 @@ run() {
     esac
 }
 
-finish() {  # name key (default: the log's last line)
+finish() {  # name key (default: the log's last line); nothing for a step run skipped
     local key=$2
+    [ -n "$STEP_STATUS" ] || return 0
     [ -n "$key" ] || key=$(tail -n 1 "$LOGDIR/$1.log" 2>/dev/null)
     record "$1" "$STEP_STATUS" "$ELAPSED" "$key"
 }
@@ -126,13 +129,13 @@ fi
 run pytest-gpu 190 "$PY" -m pytest -m gpu -q -p no:cacheprovider --tb=line -rfE \
     --continue-on-collection-errors "$REPO/tests"
 show pytest-gpu 0 "^(FAILED|ERROR)|: [A-Za-z]*(Error|Exception)" 2
-finish pytest-gpu "$(tail -n 1 "$LOGDIR/pytest-gpu.log" | tr -d '=' | sed 's/^ *//')"
+finish pytest-gpu "$(tail -n 1 "$LOGDIR/pytest-gpu.log" 2>/dev/null | tr -d '=' | sed 's/^ *//')"
 
 if "$PY" -c "import sklearn" >/dev/null 2>&1; then
     run train-digits 45 "$PY" -m tapegrad train --device cuda --data digits --epochs 2 -q \
         --out "$LOGDIR/train-digits"
     show train-digits 0 "" 6
-    finish train-digits "$(grep -E '^done:|Error' "$LOGDIR/train-digits.log" | tail -n 1)"
+    finish train-digits "$(grep -sE '^done:|Error' "$LOGDIR/train-digits.log" | tail -n 1)"
 else
     echo
     echo "=== train-digits: scikit-learn is not installed here, and the digits dataset ships"
@@ -145,16 +148,16 @@ show check-cuda 2 " (FAIL|ERROR) " 2
 finish check-cuda ""
 
 run bench-train 60 "$PY" benchmarks/bench_train.py --device cuda --steps 6 --warmup 2
-cat "$LOGDIR/bench-train.log"
-finish bench-train "$(grep -E 'B=[0-9]+ ' "$LOGDIR/bench-train.log" | sed 's/^ *//;s/  */ /g' \
+cat "$LOGDIR/bench-train.log" 2>/dev/null
+finish bench-train "$(grep -sE 'B=[0-9]+ ' "$LOGDIR/bench-train.log" | sed 's/^ *//;s/  */ /g' \
     | paste -sd ';' -)"
 
 run bench-layers 50 "$PY" benchmarks/bench_layers.py --device cuda --repeats 12
-cat "$LOGDIR/bench-layers.log"
+cat "$LOGDIR/bench-layers.log" 2>/dev/null
 finish bench-layers "$(awk '$0 ~ /^(conv|max_pool|batch_norm|cross_entropy)/ && NF >= 6 \
     {n++; r = $(NF-3); if (r + 0 > w + 0) {w = r; row = $1 " " $2}} \
     END {if (n) printf "%d rows, worst median ratio %s (%s)", n, w, row}' \
-    "$LOGDIR/bench-layers.log")"
+    "$LOGDIR/bench-layers.log" 2>/dev/null)"
 
 # ------------------------------------------------------------------ summary
 TOTAL=$(($(date +%s) - START))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -86,15 +87,38 @@ def available() -> str | None:
 
 @functools.cache
 def _cuda_include() -> str | None:
-    """A directory with cuda_fp16.h: CUDA_PATH's, or the nvidia-cuda-runtime wheel's."""
+    """A directory with cuda_fp16.h: CUDA_PATH's, /usr/local/cuda's, or a CUDA runtime
+    wheel's (``nvidia/cuda_runtime/include`` for CUDA 12, ``nvidia/cu13/include`` for 13).
+
+    The first one whose headers have NVRTC's major version wins: NVRTC may come from
+    a wheel while /usr/local/cuda holds another toolkit (CUDA 13 headers under NVRTC
+    12, say), and mismatched headers can fail to compile or compile something other
+    than what CuPy compiles on the GPU (the mismatch CuPy's own discovery once had)."""
     roots = [os.environ.get("CUDA_PATH", ""), "/usr/local/cuda"]
     roots = [os.path.join(r, "include") for r in roots if r]
     for p in sys.path:
         roots += glob.glob(os.path.join(p, "nvidia", "cuda_runtime", "include"))
-    for r in roots:
-        if os.path.isfile(os.path.join(r, "cuda_fp16.h")):
-            return r
-    return None
+        roots += sorted(glob.glob(os.path.join(p, "nvidia", "cu[0-9]*", "include")))
+    found = [r for r in roots if os.path.isfile(os.path.join(r, "cuda_fp16.h"))]
+    major = _nvrtc_major()
+    return next((r for r in found if _cudart_major(r) == major), found[0] if found else None)
+
+
+def _nvrtc_major() -> int | None:
+    try:
+        return int(_modules()[1].getVersion()[0])
+    except Exception:  # no CuPy or no libnvrtc: available() says so
+        return None
+
+
+def _cudart_major(include: str) -> int | None:
+    """The CUDA major version of the runtime headers in ``include`` (CUDART_VERSION)."""
+    try:
+        with open(os.path.join(include, "cuda_runtime_api.h"), errors="replace") as f:
+            m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", f.read())
+    except OSError:
+        return None
+    return int(m.group(1)) // 1000 if m else None
 
 
 @functools.cache

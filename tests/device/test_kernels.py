@@ -9,6 +9,7 @@ need a GPU.
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -150,6 +151,40 @@ def test_reductions_are_refused_by_name():
         kc.check([red])
 
 
+def _fake_include(root, version):
+    root.mkdir(parents=True)
+    (root / "cuda_fp16.h").write_text("// fp16\n")
+    (root / "cuda_runtime_api.h").write_text(f"#define CUDART_VERSION  {version}\n")
+    return str(root)
+
+
+def test_cuda_headers_match_nvrtc_and_cuda13_wheels_are_found(tmp_path, monkeypatch):
+    """/usr/local/cuda (or CUDA_PATH) may hold another toolkit than the NVRTC in use
+    (this machine: CUDA 13.0 headers, NVRTC 12.9 from the wheel): the headers of
+    NVRTC's version win; CUDA 13 wheels keep theirs in nvidia/cu13/include."""
+    system = _fake_include(tmp_path / "cuda13" / "include", 13000)
+    site = tmp_path / "site"
+    wheel12 = _fake_include(site / "nvidia" / "cuda_runtime" / "include", 12090)
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "cuda13"))
+    monkeypatch.setattr(kc.sys, "path", [str(site)])
+    try:
+        for major, want in ((12, wheel12), (13, system), (None, system)):
+            monkeypatch.setattr(kc, "_nvrtc_major", lambda m=major: m)
+            kc._cuda_include.cache_clear()
+            assert kc._cuda_include() == want, major
+        monkeypatch.delenv("CUDA_PATH")
+        only13 = tmp_path / "only13"
+        wheel13 = _fake_include(only13 / "nvidia" / "cu13" / "include", 13000)
+        monkeypatch.setattr(kc.sys, "path", [str(only13)])
+        monkeypatch.setattr(kc.os.path, "isfile", lambda p, f=os.path.isfile: f(p) and
+                            not p.startswith("/usr/local/cuda/"))  # no system toolkit
+        monkeypatch.setattr(kc, "_nvrtc_major", lambda: 13)
+        kc._cuda_include.cache_clear()
+        assert kc._cuda_include() == wheel13
+    finally:
+        kc._cuda_include.cache_clear()
+
+
 def test_main_prints_a_table_or_why_not(capsys, monkeypatch):
     one = {"tg_max_pool_forward": _all_specs()["tg_max_pool_forward"]}
     monkeypatch.setattr(kernels, "registered", lambda: one)  # the full run is tested above
@@ -183,6 +218,7 @@ def test_kernel_matches_its_numpy_reference(name):
         want = want if isinstance(want, tuple) else (want,)
         got = got if isinstance(got, tuple) else (got,)
         rtol, atol = _tolerance(dtype)
+        assert len(got) == len(want), (name, types)  # zip would drop a missing output
         for w, g in zip(want, got):
             assert g.dtype == w.dtype, (name, types)
             np.testing.assert_allclose(cupy.asnumpy(g), w, rtol=rtol, atol=atol,

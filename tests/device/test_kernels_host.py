@@ -447,6 +447,8 @@ _CONVS = [  # (N, C, H, W), (O, Cg, kh, kw), stride, padding, dilation, groups
     ((3, 1, 12, 12), (5, 1, 5, 5), 1, 0, 1, 1),
     ((2, 6, 5, 5), (6, 1, 3, 3), 1, 1, 1, 6),
     ((2, 2, 8, 8), (2, 2, 1, 1), 2, 0, 1, 1),
+    ((2, 4, 11, 10), (8, 2, 2, 3), 3, (2, 1, 0, 2), (2, 3), 2),  # stride > kernel: gaps
+    ((1, 3, 6, 7), (9, 3, 3, 3), 1, "same", 2, 1),  # stride 1, many outputs: col2im path
 ]
 
 
@@ -490,7 +492,8 @@ def test_conv_transpose2d(both, dtype, stride, padding, output_padding, groups, 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("kernel, stride, padding, ceil_mode", [
     (2, None, 0, False), (3, 2, 1, False), (3, 2, (1, 0, 2, 1), True), (2, 1, 0, False),
-    (3, 3, 0, True), ((2, 3), (1, 2), (1, 1, 0, 2), False)])
+    (3, 3, 0, True), ((2, 3), (1, 2), (1, 1, 0, 2), False),
+    (2, 3, 1, True), ((3, 2), (4, 3), (2, 0, 1, 1), True)])  # stride > kernel
 def test_max_pool2d(both, dtype, kernel, stride, padding, ceil_mode):
     x = np.round(rng.standard_normal((2, 3, 9, 8)), 1).astype(dtype)  # ties
     x[0, 0, 0, :4] = (np.nan, -np.inf, -np.inf, np.nan)
