@@ -138,6 +138,7 @@ class MPIGroup(ProcessGroup):
         self.seq = 0
         self.census = census if census is not None else _Census(comm.Dup(), MPI)
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "product": MPI.PROD}
+        self._bool_ops = {"max": MPI.LOR, "min": MPI.LAND}
         self._splits = 0
 
     # ----------------------------------------------------------- collectives
@@ -150,7 +151,9 @@ class MPIGroup(ProcessGroup):
         buf, back = _host(a)
         if buf.dtype.kind == "b" and op not in ("max", "min"):
             raise DTypeError(f"{what}: op {op!r} on a bool array; use max (any) or min (all)")
-        req = self.comm.Iallreduce(self.MPI.IN_PLACE, buf, self._ops[op])
+        # MPI defines MAX/MIN for numbers only; on bools they are the logical OR/AND
+        mpi_op = self._bool_ops[op] if buf.dtype.kind == "b" else self._ops[op]
+        req = self.comm.Iallreduce(self.MPI.IN_PLACE, buf, mpi_op)
         return _Request(self, req, seq, label, back)
 
     def allreduce(self, a, op="sum", what="all_reduce"):

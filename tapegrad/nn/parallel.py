@@ -18,14 +18,19 @@ How a step runs (PyTorch's design, on tapegrad's engine hooks):
   called), so they run while backward computes the earlier layers.
 * When backward has walked the whole tape (``engine.queue_callback``) buckets
   that never completed -- parameters this rank did not use -- are finished
-  with zeros, every reduction is waited for, and the averages are unpacked into
-  ``.grad`` before ``backward()`` returns. A parameter no rank used keeps
-  ``.grad`` None (one "used" flag per parameter travels in its bucket).
+  with their ``.grad`` as it stands (zeros for None, as PyTorch), every
+  reduction is waited for, and the averages are unpacked into ``.grad`` before
+  ``backward()`` returns. A parameter no rank used keeps its ``.grad`` (one
+  "used" flag per parameter travels in its bucket).
+* As in PyTorch, the *forward* decides: one run inside ``no_sync()`` makes an
+  unreduced backward, and rank 0's buffers are broadcast before a forward
+  (train or eval mode) that follows a grad-enabled synced one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 import weakref
@@ -89,6 +94,9 @@ def _tensors_in(obj):
     elif isinstance(obj, dict):
         for o in obj.values():
             yield from _tensors_in(o)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # as PyTorch's
+        for f in dataclasses.fields(obj):
+            yield from _tensors_in(getattr(obj, f.name))
 
 
 class DistributedDataParallel(Module):
@@ -129,27 +137,37 @@ class DistributedDataParallel(Module):
         self.find_unused_parameters = bool(find_unused_parameters)
         self.bucket_cap_mb = bucket_cap_mb
         self.require_backward_grad_sync = True
+        # PyTorch decides at forward time whether the coming backward reduces: a forward
+        # inside no_sync() makes an unsynced backward, wherever the backward runs
+        self._sync_backward = True
+        # PyTorch's require_forward_param_sync: rank 0's buffers are broadcast before a
+        # forward (in train or eval mode) that follows a grad-enabled, synced forward
+        self._sync_buffers_next = True
         self.world_size = group.size
         seen, named = set(), []
         for name, p in module.named_parameters():
-            if p.requires_grad and id(p) not in seen:
+            if id(p) not in seen:
                 seen.add(id(p))
                 named.append((name, p))
-        self._params = [p for _, p in named]
+        self._params = [p for _, p in named if p.requires_grad]
         self._buffers_list = [b for _, b in module.named_buffers() if b is not None]
         # DDP's own communicator: its non-blocking reductions never match another
         # part's collectives (SyncBatchNorm's) that run meanwhile
         self._comm = group.split() if group.size > 1 else group
         if group.size > 1:
             self._check_same_model(named, module)
-            self._broadcast(self._params + self._buffers_list, "parameters and buffers")
+            # every parameter, frozen ones too (as PyTorch): all replicas start equal
+            self._broadcast([p for _, p in named] + self._buffers_list,
+                            "parameters and buffers")
         self._buckets = _assign_buckets(self._params, bucket_cap_mb * 1024 * 1024)
         self._where = {id(p): (b, j) for b in self._buckets for j, p in enumerate(b.params)}
         self._active = False
         self._next = 0  # the next bucket to start (buckets start in index order)
         self._used_now: set = set()  # parameters whose hook fired in this backward
         self._used_unsynced: set = set()  # used in no_sync() backwards since the last sync
-        self._unused: set = set()  # not reached by the last forward (find_unused_parameters)
+        # not reached by any forward since the last reducing backward (find_unused_parameters)
+        self._unused: set = set()
+        self._unused_fresh = True  # no forward has narrowed _unused since that backward
         # reductions started, seconds backward waited for them at its end, seconds packing
         # and unpacking, bytes reduced, and of those the bytes whose reduction had
         # finished while backward still ran (the overlap)
@@ -165,7 +183,8 @@ class DistributedDataParallel(Module):
     def _check_same_model(self, named, module):
         from ..distributed import DistributedError
 
-        mine = ([("parameter", n, tuple(p.shape), str(p.dtype)) for n, p in named]
+        mine = ([("parameter" if p.requires_grad else "frozen parameter", n, tuple(p.shape),
+                  str(p.dtype)) for n, p in named]
                 + [("buffer", n, tuple(b.shape), str(b.dtype))
                    for n, b in module.named_buffers() if b is not None])
         every = self._comm.allgather_object(mine, "DistributedDataParallel's model check")
@@ -175,7 +194,9 @@ class DistributedDataParallel(Module):
                 continue
             for a, b in zip(sig, ref):
                 if a != b:
-                    if a[1] == b[1]:
+                    if a[1] == b[1] and a[0] != b[0]:  # requires_grad differs
+                        why = f"{a[1]!r} is a {a[0]} on rank {r}, a {b[0]} on rank 0"
+                    elif a[1] == b[1]:
                         why = (f"rank {r}'s {a[0]} {a[1]!r} has shape {a[2]} {a[3]}, rank 0's "
                                f"{b[2]} {b[3]}")
                     else:
@@ -213,12 +234,19 @@ class DistributedDataParallel(Module):
     def forward(self, *inputs, **kwargs):
         if self._active:  # the last backward died before its end: start afresh
             self._reset()
-        if self.broadcast_buffers and self.world_size > 1 and self.module.training \
+        if self.broadcast_buffers and self.world_size > 1 and self._sync_buffers_next \
                 and self._buffers_list:
             self._broadcast(self._buffers_list, "buffers")
         out = self.module(*inputs, **kwargs)
-        if self.find_unused_parameters and is_grad_enabled():
-            self._unused = self._unreached(out)
+        self._sync_buffers_next = is_grad_enabled() and self.require_backward_grad_sync
+        if is_grad_enabled():
+            self._sync_backward = self.require_backward_grad_sync
+            if self.find_unused_parameters:
+                # a backward may reach the outputs of several forwards: a parameter is
+                # unused only if none of them reached it
+                unreached = self._unreached(out)
+                self._unused = unreached if self._unused_fresh else self._unused & unreached
+                self._unused_fresh = False
         return out
 
     def _unreached(self, out):
@@ -237,8 +265,9 @@ class DistributedDataParallel(Module):
 
     @contextlib.contextmanager
     def no_sync(self):
-        """Backwards inside accumulate gradients locally, unreduced; the first
-        backward after it reduces the sum.
+        """The backwards of forwards run inside accumulate gradients locally,
+        unreduced (PyTorch: the forward decides, so keep it inside); the first
+        synced one after it reduces the sum.
 
         >>> with ddp.no_sync():
         ...     loss_fn(ddp(x1), y1).backward()
@@ -253,7 +282,7 @@ class DistributedDataParallel(Module):
 
     # ------------------------------------------------------------ backward
     def _hook(self, p):
-        if not self.require_backward_grad_sync:
+        if not self._sync_backward:
             self._used_unsynced.add(id(p))
             return
         if self.world_size == 1:
@@ -262,6 +291,17 @@ class DistributedDataParallel(Module):
             self._begin()
         self._used_now.add(id(p))
         b, j = self._where[id(p)]
+        if b.launched:  # its bucket was reduced without this gradient: never silently
+            from ..distributed import DistributedError
+
+            name = next((n for n, q in self.module.named_parameters() if q is p), "?")
+            raise DistributedError(
+                f"DistributedDataParallel: parameter {name!r} {tuple(p.shape)} got its "
+                "gradient after its bucket was reduced: find_unused_parameters found it "
+                "unreached from the forward's outputs, yet this backward reached it (through "
+                "a tensor computed outside ddp(...), e.g. with ddp.module, or one inside an "
+                "output that is not a Tensor, list, tuple, dict or dataclass). Compute the "
+                "loss from ddp(...)'s outputs only, or use find_unused_parameters=False.")
         self._mark(b, j)
         self._launch_ready()
 
@@ -296,7 +336,9 @@ class DistributedDataParallel(Module):
             size = p.data.size
             used = p.grad is not None and (id(p) in self._used_now
                                            or id(p) in self._used_unsynced)
-            if used:
+            # a .grad this backward did not touch still counts (PyTorch packs any defined
+            # .grad): earlier synced backwards of the same step left it equal on all ranks
+            if p.grad is not None:
                 xp.divide(p.grad.data.reshape(-1), self.world_size, out=flat[o:o + size])
             else:
                 flat[o:o + size] = 0
@@ -334,6 +376,7 @@ class DistributedDataParallel(Module):
                     p.grad.data[...] = view
         stats["pack_s"] += time.perf_counter() - t0
         self._used_unsynced.clear()
+        self._unused_fresh = True
         self._reset()
 
     def _reset(self):

@@ -18,6 +18,7 @@ from ..errors import ShapeError
 from ..ops.normalization import _dims, _ema, _row, _rowdot, _rowsum
 from ..ops.reduction import downcast, upcast
 from ..tape import Function
+from ..utils.checkpoint import is_recomputing
 from .normalization import _BatchNorm
 
 __all__ = ["SyncBatchNorm"]
@@ -132,7 +133,9 @@ class SyncBatchNorm(_BatchNorm):
             raise ShapeError(f"SyncBatchNorm({self.num_features}): expected input of shape "
                              f"(N, {self.num_features}, *), got {tuple(x.shape)}")
         momentum = 0.0 if self.momentum is None else self.momentum
-        track = self.track_running_stats
+        # a checkpoint's recomputation in backward sees the same batch again: no second
+        # update (as BatchNorm*d; the statistics' collective still runs on every rank)
+        track = self.track_running_stats and not is_recomputing()
         if track:
             self.num_batches_tracked.data[...] += 1
             self.num_batches_tracked._bump_version()

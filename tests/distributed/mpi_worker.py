@@ -180,6 +180,10 @@ def collectives(out):
     h = tg.tensor(np.array([0.5, 1.5], np.float16) * (r + 1))
     dist.all_reduce(h)
     res["half_sum"] = h.numpy()
+    for op in ("max", "min"):  # any / all
+        flags = tg.tensor(np.array([r == 0, True, False]))
+        dist.all_reduce(flags, op=op)
+        res[f"bool_{op}"] = flags.numpy()
     b = tg.tensor(np.arange(4.0) + 10 * r)
     dist.broadcast(b, src=w - 1)
     res["broadcast"] = b.numpy()
@@ -200,7 +204,226 @@ def collectives(out):
         np.savez(out, same_on_all_ranks=all(e == every[0] for e in every), world=w, **res)
 
 
+def _grads(module):
+    return {k: None if p.grad is None else p.grad.numpy().copy()
+            for k, p in module.named_parameters()}
+
+
+def _mean_over_ranks(grads):
+    """The average over the ranks of each rank's local gradients (None: no rank had one)."""
+    every = dist.default_group().allgather_object(grads)
+    return {k: None if all(e[k] is None for e in every)
+            else sum(0 if e[k] is None else e[k] for e in every) / len(every) for k in grads}
+
+
+class _Heads(nn.Module):
+    """A tied weight (used twice), and a head that ``use_extra`` can leave out."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Linear(4, 4, bias=False)
+        self.mid = nn.Linear(4, 4)
+        self.extra = nn.Linear(4, 4)
+
+    def forward(self, x, use_extra=True):
+        h = self.mid(self.emb(x).tanh()).tanh() @ self.emb.weight.T
+        if use_extra:
+            h = h + self.extra(h)
+        return (h * h).sum()
+
+
+class _Boxed(nn.Module):
+    """_Heads whose output comes in a dataclass (find_unused_parameters looks inside)."""
+
+    def __init__(self):
+        super().__init__()
+        self.heads = _Heads()
+
+    def forward(self, x):
+        import dataclasses
+
+        box = dataclasses.make_dataclass("Box", ["loss"])
+        return box(self.heads(x))
+
+
+def semantics(out):
+    """DDP against PyTorch's rules; each case's DDP grads next to what they must be (the
+    ranks' local gradients of a plain twin, averaged or, where PyTorch does not reduce,
+    this rank's own)."""
+    import copy
+
+    dist.init_process_group("mpi")
+    r = dist.get_rank()
+    x1 = tg.tensor(np.random.default_rng(r).standard_normal((3, 4)))
+    x2 = tg.tensor(np.random.default_rng(10 + r).standard_normal((3, 4)))
+    res = {}
+
+    def fresh(cls=_Heads, **kw):
+        tg.manual_seed(0)
+        m = cls().to(dtype=tg.float64)
+        twin = copy.deepcopy(m)
+        return nn.parallel.DistributedDataParallel(m, bucket_cap_mb=1e-4, **kw), twin
+
+    def record(case, ddp, want):
+        got = _grads(ddp.module)
+        for k in got:
+            res[f"{case}|{k}|got"] = np.full(1, np.nan) if got[k] is None else got[k]
+            res[f"{case}|{k}|want"] = np.full(1, np.nan) if want[k] is None else want[k]
+
+    # two synced backwards of one step; rank 0 leaves 'extra' out of the second
+    ddp, twin = fresh()
+    ddp(x1).backward()
+    twin(x1).backward()
+    first = _mean_over_ranks(_grads(twin))
+    ddp(x2, use_extra=r == 1).backward()
+    twin.zero_grad()
+    twin(x2, use_extra=r == 1).backward()
+    second = _mean_over_ranks(_grads(twin))
+    record("two_synced_backwards", ddp, {k: first[k] + (0 if second[k] is None else second[k])
+                                         for k in first})
+    # PyTorch decides at forward time: a forward outside no_sync() reduces...
+    ddp, twin = fresh()
+    loss = ddp(x1)
+    with ddp.no_sync():
+        loss.backward()
+    twin(x1).backward()
+    record("forward_outside_no_sync", ddp, _mean_over_ranks(_grads(twin)))
+    # ... and one inside does not, wherever its backward runs
+    ddp, twin = fresh()
+    with ddp.no_sync():
+        loss = ddp(x1)
+    loss.backward()
+    twin(x1).backward()
+    record("forward_inside_no_sync", ddp, _grads(twin))
+    # two forwards, one backward: 'extra' is reached by the first forward only
+    ddp, twin = fresh(find_unused_parameters=True)
+    (ddp(x1) + ddp(x2, use_extra=False)).backward()
+    (twin(x1) + twin(x2, use_extra=False)).backward()
+    record("two_forwards_find_unused", ddp, _mean_over_ranks(_grads(twin)))
+    # an output in a dataclass: its tensors count as reached
+    ddp, twin = fresh(_Boxed, find_unused_parameters=True)
+    ddp(x1).loss.backward()
+    twin(x1).loss.backward()
+    record("dataclass_output_find_unused", ddp, _mean_over_ranks(_grads(twin)))
+    # a gradient that reaches a parameter around ddp(...) after its bucket was reduced
+    ddp, _ = fresh(find_unused_parameters=True)
+    try:
+        (ddp(x1, use_extra=False) + ddp.module.extra(x1).sum()).backward()
+        res["late_gradient_error"] = np.array("")
+    except dist.DistributedError as exc:
+        res["late_gradient_error"] = np.array(str(exc))
+    # frozen parameters are broadcast at wrap time too (PyTorch's _sync_module_states)
+    tg.manual_seed(r)
+    frozen = nn.Linear(3, 2)
+    frozen.weight.requires_grad_(False)
+    nn.parallel.DistributedDataParallel(frozen)
+    res["frozen_weight"] = frozen.weight.numpy()
+    # plain BatchNorm: the first forward after a synced training one broadcasts rank 0's
+    # buffers, in eval mode too, so every rank evaluates with rank 0's running statistics
+    tg.manual_seed(0)
+    bn = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3)).to(dtype=tg.float64))
+    bn(x1 * (r + 1)).sum().backward()
+    bn.eval()
+    with tg.no_grad():
+        res["eval_output"] = bn(tg.ones(2, 4, dtype=tg.float64)).numpy()
+    every = dist.default_group().allgather_object(res)
+    if r == 0:
+        np.savez(out, **{f"rank{q}|{k}": v for q, e in enumerate(every) for k, v in e.items()})
+
+
+def checkpointed_sync_bn(out):
+    """SyncBatchNorm inside utils.checkpoint: the recomputation in backward must not
+    update the running statistics a second time."""
+    from tapegrad.utils import checkpoint
+
+    dist.init_process_group("mpi")
+    r = dist.get_rank()
+    tg.manual_seed(0)
+    plain = nn.SyncBatchNorm(4).to(dtype=tg.float64)
+    ckpt = nn.SyncBatchNorm(4).to(dtype=tg.float64)
+    x = tg.tensor(np.random.default_rng(r).standard_normal((5, 4)) + 3)
+    (plain(x) ** 3).sum().backward()
+    (checkpoint(ckpt, x) ** 3).sum().backward()
+    if r == 0:
+        np.savez(out, **{f"plain_{k}": v.numpy() for k, v in plain.state_dict().items()},
+                 **{f"ckpt_{k}": v.numpy() for k, v in ckpt.state_dict().items()},
+                 plain_grad=plain.weight.grad.numpy(), ckpt_grad=ckpt.weight.grad.numpy())
+
+
+def sync_bn_vs_torch(out):
+    """SyncBatchNorm on 2 ranks (5 + 3 samples) against torch's BatchNorm on the
+    concatenated 8: outputs, input/weight/bias gradients, running statistics over 3
+    training steps, then eval mode, for several options, shapes and dtypes."""
+    import torch
+
+    dist.init_process_group("mpi")
+    r = dist.get_rank()
+    group = dist.default_group()
+    sizes = [5, 3]
+    lo = sum(sizes[:r])
+    mine = slice(lo, lo + sizes[r])
+    worst = {}
+
+    def diff(key, a, b):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        err = np.inf if a.shape != b.shape else float(np.abs(a - b).max(initial=0.0))
+        worst[key] = max(worst.get(key, 0.0), err)
+
+    configs = {"default": {}, "momentum_none": {"momentum": None}, "no_affine": {"affine": False},
+               "no_stats": {"track_running_stats": False},
+               "momentum_eps": {"momentum": 0.3, "eps": 1e-3}}
+    for cname, cfg in configs.items():
+        for tail, torch_bn in (((3, 4, 2), torch.nn.BatchNorm2d), ((3,), torch.nn.BatchNorm1d),
+                               ((3, 5), torch.nn.BatchNorm1d)):
+            for dtype in (np.float64, np.float32):
+                tag = f"{cname}|{np.dtype(dtype).name}"
+                rng = np.random.default_rng(0)  # the same on both ranks
+                c = tail[0]
+                tb = torch_bn(c, **cfg).to(getattr(torch, np.dtype(dtype).name))
+                sb = nn.SyncBatchNorm(c, **cfg, dtype=dtype)
+                if sb.affine:
+                    w, b = rng.standard_normal((2, c)).astype(dtype)
+                    with torch.no_grad():
+                        tb.weight.copy_(torch.tensor(w))
+                        tb.bias.copy_(torch.tensor(b))
+                    sb.weight.data[...], sb.bias.data[...] = w, b
+                for _ in range(3):
+                    x = (rng.standard_normal((sum(sizes), *tail)) * 3 + 7).astype(dtype)
+                    g = rng.standard_normal(x.shape).astype(dtype)
+                    tx = torch.tensor(x, requires_grad=True)
+                    ty = tb(tx)
+                    (ty * torch.tensor(g)).sum().backward()
+                    sx = tg.tensor(x[mine], requires_grad=True)
+                    sy = sb(sx)
+                    (sy * tg.tensor(g[mine])).sum().backward()
+                    diff(tag + "|y", sy.numpy(), ty.detach().numpy()[mine])
+                    diff(tag + "|dx", sx.grad.numpy(), tx.grad.numpy()[mine])
+                    if sb.affine:  # the loss is the sum over ranks: so are these
+                        for p, tp in ((sb.weight, tb.weight), (sb.bias, tb.bias)):
+                            diff(tag + "|dparams", group.allgather(p.grad.numpy()).sum(0),
+                                 tp.grad.numpy())
+                            p.grad, tp.grad = None, None
+                    if sb.track_running_stats:
+                        for k in ("running_mean", "running_var", "num_batches_tracked"):
+                            diff(tag + "|" + k, getattr(sb, k).numpy(),
+                                 getattr(tb, k).numpy())
+                sb.eval()
+                tb.eval()
+                x = (rng.standard_normal((4, *tail)) * 3 + 7).astype(dtype)
+                tx = torch.tensor(x, requires_grad=True)
+                tb(tx).pow(2).sum().backward()
+                sx = tg.tensor(x, requires_grad=True)
+                sb(sx).pow(2).sum().backward()
+                diff(tag + "|eval_dx", sx.grad.numpy(), tx.grad.numpy())
+    every = group.allgather_object(worst)
+    if r == 0:
+        np.savez(out, **{k: max(e[k] for e in every) for k in worst})
+
+
 if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     {"equiv": equiv, "raise": raise_on_rank1, "mismatch": mismatch, "timeout": timeout,
-     "silent": silent, "unused": unused, "collectives": collectives}[mode](*rest)
+     "silent": silent, "unused": unused, "collectives": collectives, "semantics": semantics,
+     "checkpointed_sync_bn": checkpointed_sync_bn, "sync_bn_vs_torch": sync_bn_vs_torch,
+     }[mode](*rest)

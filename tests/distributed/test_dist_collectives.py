@@ -97,6 +97,8 @@ def test_collectives_on_two_ranks(tmp_path):
     np.testing.assert_array_equal(got["int_sum"], [3, 20])
     assert got["half_sum"].dtype == np.float16
     np.testing.assert_array_equal(got["half_sum"], [1.5, 4.5])
+    np.testing.assert_array_equal(got["bool_max"], [True, True, False])  # any
+    np.testing.assert_array_equal(got["bool_min"], [False, True, False])  # all
     np.testing.assert_array_equal(got["broadcast"], np.arange(4.0) + 10)
     np.testing.assert_array_equal(got["all_gather"], [np.zeros((2, 2)), np.ones((2, 2))])
     np.testing.assert_array_equal(got["objects"], [0, 1])

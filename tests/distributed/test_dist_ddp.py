@@ -62,6 +62,30 @@ def test_broadcast_at_wrap_and_unused_parameters(tmp_path):
     assert np.isnan(g["m.3.bias"]).all()  # used by no rank: .grad stays None
 
 
+def test_pytorch_semantics_on_two_ranks(tmp_path):
+    out = tmp_path / "s.npz"
+    proc, _ = worker(2, "semantics", str(out))
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out)
+    cases = {k.split("|")[1] for k in got.files if k.endswith("|got")}
+    assert cases == {"two_synced_backwards", "forward_outside_no_sync",
+                     "forward_inside_no_sync", "two_forwards_find_unused",
+                     "dataclass_output_find_unused"}
+    for key in got.files:
+        if key.endswith("|got"):  # every parameter of every case, on both ranks
+            want = got[key[:-3] + "want"]
+            np.testing.assert_allclose(got[key], want, rtol=1e-12, atol=1e-12, err_msg=key)
+    # local gradients differ between the ranks (else averaging could not be seen)
+    assert not np.allclose(got["rank0|forward_inside_no_sync|mid.bias|got"],
+                           got["rank1|forward_inside_no_sync|mid.bias|got"])
+    for r in (0, 1):
+        assert "'extra.bias' (4,) got its gradient after its bucket was reduced" in \
+            str(got[f"rank{r}|late_gradient_error"])
+    np.testing.assert_array_equal(got["rank0|frozen_weight"], got["rank1|frozen_weight"])
+    # eval mode after training: rank 0's BatchNorm running statistics on every rank
+    np.testing.assert_array_equal(got["rank0|eval_output"], got["rank1|eval_output"])
+
+
 @pytest.fixture
 def world1(monkeypatch):
     for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"):

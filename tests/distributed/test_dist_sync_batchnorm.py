@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mpi_jobs import worker
 
 import tapegrad as tg
 from tapegrad import nn, ops
@@ -90,3 +91,30 @@ def test_module_without_group_is_batch_norm():
     np.testing.assert_allclose(a(x).numpy(), b(x).numpy())
     np.testing.assert_allclose(a.running_var.numpy(), b.running_var.numpy())
     assert int(a.num_batches_tracked.data) == 1
+
+
+def test_two_ranks_equal_torch_on_the_concatenated_batch(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "t.npz"
+    proc, _ = worker(2, "sync_bn_vs_torch", str(out), timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    worst = np.load(out)
+    for opts in ("default", "momentum_none", "no_affine", "no_stats", "momentum_eps"):
+        for dtype, tol in (("float64", 1e-11), ("float32", 2e-5)):
+            keys = [k for k in worst.files if k.startswith(f"{opts}|{dtype}|")]
+            assert {k.split("|")[2] for k in keys} >= {"y", "dx", "eval_dx"}
+            for k in keys:
+                assert float(worst[k]) <= tol, (k, float(worst[k]))
+    assert "momentum_none|float64|running_var" in worst.files
+    assert "no_affine|float64|dparams" not in worst.files
+
+
+def test_checkpoint_recomputation_updates_running_stats_once(tmp_path):
+    out = tmp_path / "c.npz"
+    proc, _ = worker(2, "checkpointed_sync_bn", str(out))
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out)
+    assert int(got["ckpt_num_batches_tracked"]) == 1
+    for k in ("running_mean", "running_var", "grad"):
+        np.testing.assert_allclose(got[f"ckpt_{k}"], got[f"plain_{k}"], rtol=0, atol=1e-12,
+                                   err_msg=k)
