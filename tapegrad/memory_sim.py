@@ -121,8 +121,6 @@ def simulate(order, node_keys, buffers, owned, live, seeds, leaf, sinks=()):
         for o in prev:
             mem.drop(o)
         prev = list(made.values())
-        for o in outs:
-            mem.drop(o)
         freed = 0
         for k in node_keys.get(node, ()):
             left[k] -= 1
@@ -133,16 +131,26 @@ def simulate(order, node_keys, buffers, owned, live, seeds, leaf, sinks=()):
             g = made[index]
             nb = math.prod(eshape) * dtype.itemsize
             if k < 0:
-                leaf(mem, target, g, nb)
-                continue
-            key = (target, k)
-            meta[key] = (eshape, dtype.itemsize)
-            old = pending.get(key)
-            if old is None:
-                pending[key] = mem.hold(g)
+                leaf(mem, target, g, nb)  # a new .grad while the vjp's results are alive
             else:
-                pending[key] = mem.hold(mem.new(nb))
-                mem.drop(old)
+                key = (target, k)
+                meta[key] = (eshape, dtype.itemsize)
+                old = pending.get(key)
+                if old is None:
+                    pending[key] = mem.hold(g)
+                else:  # the sum at fan-in is new, next to both of its terms
+                    pending[key] = mem.hold(mem.new(nb))
+                    _at_most(res, mem, node)
+                    mem.drop(old)
+            _at_most(res, mem, node)
+        for o in outs:  # the engine's buf: bound until the next entry's is popped
+            mem.drop(o)
         saved = sum(buffers[k] for k in node_keys.get(node, ()))
         res.records.append((node.seq, node.name, saved, freed, temp, start, start + temp))
     return res
+
+
+def _at_most(res, mem, node):
+    """Raise the peak to the memory in use now, if that is higher."""
+    if mem.live > res.peak:
+        res.peak, res.peak_at = mem.live, f"{node.name} #{node.seq}"

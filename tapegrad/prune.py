@@ -23,7 +23,9 @@ def _toward(leaf_ids: set, node_keys: set):
     a leaf in ``leaf_ids`` or an entry output ``(entry, k)`` in ``node_keys``
     (which the walk goes through: an input further up still gets its gradient,
     the total derivative, as in PyTorch). Entries that only produce a non-leaf
-    input are sinks."""
+    input are sinks. As in PyTorch, a path to *any* output of an input's entry
+    counts: a retain_grad() sibling output (``a, b = x.chunk(2)``, ``inputs=[a]``)
+    gets its gradient too."""
     producers = {node for node, _ in node_keys}
 
     def walk(stack):
@@ -32,7 +34,7 @@ def _toward(leaf_ids: set, node_keys: set):
         for node in reversed(order):  # producers before consumers
             for _, target, k, _, _ in node.edges:
                 if (id(target) in leaf_ids if k < 0 else
-                        target in leads or (target, k) in node_keys):
+                        target in leads or target in producers):
                     leads.add(node)
                     break
         keep = [n for n in order if n in leads or n in producers]
@@ -80,15 +82,24 @@ def backward_into(tensors, seeds, inputs, retain_graph, create_graph) -> None:
     node_keys = {(t._node, t._out_nr) for t in inputs if t._node is not None}
     found = engine.run_backward(tensors, seeds, retain_graph, create_graph, capture,
                                 _toward(leaf_ids, node_keys))
-    for i, t in enumerate(inputs):
-        g = found.get(i, [None])[0]
-        if g is None or _retained(t):  # a retain_grad() tensor got its .grad on the way
-            continue
-        engine._accumulate_leaf(t, g, create_graph)
-        hooks = engine._post_hooks.get(id(t)) if t._node is None else None
-        if hooks is not None and hooks[0]() is t:
-            for hook in list(hooks[1]):
-                hook(t)
+    # the inputs get their .grad after the walk: their hooks may still queue_callback()
+    # (DistributedDataParallel's do), so a queue is open while they run, drained after
+    outer, engine._callbacks.queue = engine._callbacks.queue, []
+    try:
+        for i, t in enumerate(inputs):
+            g = found.get(i, [None])[0]
+            if g is None or _retained(t):  # a retain_grad() tensor got its .grad on the way
+                continue
+            engine._accumulate_leaf(t, g, create_graph)
+            hooks = engine._post_hooks.get(id(t)) if t._node is None else None
+            if hooks is not None and hooks[0]() is t:
+                for hook in list(hooks[1]):
+                    hook(t)
+        queue = engine._callbacks.queue
+        while queue:  # callbacks may queue more callbacks
+            queue.pop(0)()
+    finally:
+        engine._callbacks.queue = outer
 
 
 def _retained(t) -> bool:

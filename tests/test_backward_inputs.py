@@ -177,3 +177,35 @@ def test_any_subset_of_parameters_gets_the_full_backward_gradient(subset):
             assert np.array_equal(p.grad.numpy(), want[i])
         else:
             assert p.grad is None
+
+
+def test_a_retained_sibling_output_of_an_input_gets_its_gradient():
+    # torch 2.13: a, b = s.chunk(2) share one entry; with inputs=[a], the consumers
+    # of b are walked too (they lead to that entry), so b's retain_grad() fires
+    x = tg.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    a, b = tg.chunk(x * 2, 2)
+    a.retain_grad()
+    b.retain_grad()
+    (a * 3 + b * 5).sum().backward(inputs=[a])
+    assert np.array_equal(a.grad.numpy(), [3.0, 3.0])
+    assert np.array_equal(b.grad.numpy(), [5.0, 5.0])
+    assert x.grad is None
+
+
+def test_hooks_of_inputs_may_queue_callbacks():
+    # DistributedDataParallel's hooks queue a callback that waits for the reductions
+    from tapegrad.engine import queue_callback
+
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    v = tg.tensor([3.0], requires_grad=True)
+    order = []
+
+    def hook(t):
+        order.append(("hook", t.grad.numpy().tolist()))
+        queue_callback(lambda: order.append(("end", v.grad.numpy().tolist())))
+
+    w.register_post_accumulate_grad_hook(hook)
+    ((w * 2).sum() * v).sum().backward(inputs=[w, v])
+    assert order == [("hook", [6.0, 6.0]), ("end", [6.0])]
+    with pytest.raises(GraphError, match="no backward is running"):
+        queue_callback(print)  # the queue is closed again

@@ -64,11 +64,16 @@ class profile(instrument.Observer):
         self._names: dict = {}
         self._by_node = weakref.WeakKeyDictionary()
         self._call_code = None
+        # checkpointed forwards' records, in order, and how far each recomputation is
+        self._segments = weakref.WeakKeyDictionary()
+        self._replayed = weakref.WeakKeyDictionary()
 
     def __enter__(self):
         from ..nn.module import Module
+        from ..utils.checkpoint import _state
 
         self._call_code = Module.__call__.__code__
+        self._checkpoint = _state  # which checkpointed forward or recomputation is running
         if self._model is not None:
             self._names = {id(m): name for name, m in self._model.named_modules()}
         instrument.add(self)
@@ -83,6 +88,31 @@ class profile(instrument.Observer):
         if node is None:
             return  # not on the tape (no_grad, integer results): nothing to report
         out = next(o for o in outs if isinstance(o, instrument.tape.Tensor) and o._node is node)
+        ck = self._checkpoint
+        rec = self._replayed_record(ck.replaying, cls)
+        if rec is not None:  # a checkpoint recomputing in backward: the same op again
+            rec.backward_ms += seconds * 1e3
+            self._by_node[node] = (rec, out._out_nr)
+        else:
+            rec = self._new_record(cls, out, node, site, seconds, frame)
+        seg = ck.segment
+        while seg is not None:  # inside checkpointed forwards: note it for their replays
+            self._segments.setdefault(seg, []).append(rec)
+            seg = seg.parent
+
+    def _replayed_record(self, replay, cls):
+        """The record of the op that ``replay`` (a checkpoint's recomputation) re-runs
+        now, or None (not recomputing, or the segment ran outside this profile)."""
+        if replay is None:
+            return None
+        recs = self._segments.get(replay.segment)
+        i = self._replayed.get(replay, 0)
+        self._replayed[replay] = i + 1
+        if recs is None or i >= len(recs) or recs[i].op != instrument.op_name(cls):
+            return None
+        return recs[i]
+
+    def _new_record(self, cls, out, node, site, seconds, frame):
         data, xp = out.data, out.device.xp
         mean = float(xp.abs(data).mean()) if data.size else math.nan
         saved = sum(getattr(v, "nbytes", 0) for v in (node.saved or ()))
@@ -90,6 +120,7 @@ class profile(instrument.Observer):
                        tuple(data.shape), mean, int(saved), seconds * 1e3)
         self.records.append(rec)
         self._by_node[node] = (rec, out._out_nr)
+        return rec
 
     def on_backward(self, node, grads, in_grads, seconds):
         hit = self._by_node.get(node)

@@ -38,6 +38,17 @@ __all__ = ["checkpoint", "checkpoint_sequential", "is_recomputing"]
 class _State(threading.local):
     segment = None  # the running checkpointed forward's _Segment, in this thread
     recomputing = 0  # depth of checkpoint recomputations running in this thread
+    replaying = None  # the running recomputation's _Replay (what profile() maps ops by)
+
+
+class _Replay:
+    """One recomputation of a segment: its ops are that segment's forward ops again,
+    in order (:class:`tapegrad.autograd.profile` reports them on the same records)."""
+
+    __slots__ = ("segment", "__weakref__")
+
+    def __init__(self, segment):
+        self.segment = segment
 
 
 _state = _State()
@@ -57,6 +68,8 @@ class _Segment:
     """What a checkpointed forward dropped, by size only (for memory_report): per
     entry the keys of the buffers it would have saved, and each buffer's bytes.
     Buffers are told apart by a weak reference: a dropped array's id may be reused."""
+
+    parent = None  # the checkpointed forward this one runs inside (nested checkpoints)
 
     def __init__(self):
         self.keys = {}  # entry -> [buffer key]
@@ -116,13 +129,42 @@ def _drop(node, items) -> bool:
     if seg is None:
         return False
     seg.note(node, items)
+    node.saved = _Dropped(node)
     return True
+
+
+class _Dropped(tuple):
+    """What an entry recorded inside a checkpointed forward keeps instead of its saved
+    arrays: empty (falsy, as the engine and memory_report read it), but a vjp that reads
+    it -- reached through a tensor the function made and leaked instead of returning --
+    gets an error saying so, not an unpacking error (PyTorch recomputes those too)."""
+
+    def __new__(cls, node):
+        self = super().__new__(cls)
+        self.node = weakref.ref(node)  # its seq is set once its forward has returned
+        return self
+
+    def _error(self):
+        node = self.node()
+        what = "an entry" if node is None else f"`{node.name}` (tape entry #{node.seq})"
+        return GraphError(
+            f"checkpoint: {what} ran inside a checkpointed function, which keeps nothing for "
+            "backward, and a tensor it led to reached backward without being returned by that "
+            "function (stored in a list or an attribute?). Return the tensor from the function "
+            "(a tuple of outputs is fine), or compute it outside checkpoint().")
+
+    def __iter__(self):
+        raise self._error()
+
+    def __getitem__(self, index):
+        raise self._error()
 
 
 @contextmanager
 def _unsaved(seg):
     global _active
     prev, _state.segment = _state.segment, seg
+    seg.parent = prev
     with _lock:
         _active += 1
         tape._unsaved = _drop
@@ -148,11 +190,14 @@ def _copy_generator(key, gen):
     """An independent copy of a NumPy or CuPy ``Generator`` (same future draws).
 
     NumPy's deep-copies. CuPy's cannot (its bit generator holds a lock): its
-    cuRAND state lives in one device array, ``_bit_generator._state``, copied here."""
+    cuRAND state lives in one device array, ``bit_generator._state`` (CuPy's
+    attribute; ``_bit_generator`` in older releases), copied here, with the
+    binomial sampler's state where one was made."""
     try:
         return copy.deepcopy(gen)
     except Exception as exc:  # noqa: BLE001 - then copy the device state by hand
-        bits = getattr(gen, "_bit_generator", None)
+        name = next((n for n in _BITS_ATTRS if hasattr(getattr(gen, n, None), "_state")), None)
+        bits = None if name is None else getattr(gen, name)
         state = getattr(bits, "_state", None)
         if state is None or not hasattr(state, "copy"):
             raise GraphError(f"checkpoint: cannot copy the random state of device {key} "
@@ -164,8 +209,14 @@ def _copy_generator(key, gen):
     if hasattr(bits, "lock"):
         bits.lock = threading.Lock()
     out = copy.copy(gen)
-    out._bit_generator = bits
+    setattr(out, name, bits)
+    binomial = getattr(out, "_binomial_state", None)
+    if hasattr(binomial, "copy"):
+        out._binomial_state = binomial.copy()
     return out
+
+
+_BITS_ATTRS = ("bit_generator", "_bit_generator")  # where CuPy's Generator keeps its bits
 
 
 @contextmanager
@@ -252,15 +303,26 @@ class Checkpoint(Function):
                                  f"after the checkpointed forward (version {version}, now "
                                  f"{v._version[0]}), so the recomputation would differ. Use an "
                                  "out-of-place op, or .clone() it before modifying it.")
+        for _, leaf, out_nr, _, _ in ctx.edges:  # parameters and captured leaves, likewise
+            version = ctx.leaf_versions.get(id(leaf)) if out_nr < 0 else None
+            if version is not None and leaf._version[0] != version:
+                raise GraphError(f"checkpoint: the tensor {describe(leaf)} that the checkpointed "
+                                 f"function reads was modified in place after its forward "
+                                 f"(version {version}, now {leaf._version[0]}; an optimizer "
+                                 "step?), so recomputing it in backward would use the new "
+                                 "values and give a gradient the forward did not have. Run "
+                                 "backward before modifying it, or .clone() it first.")
         graph = ctx._graph
         args, kwargs = flat[:n_args], dict(zip(names, flat[n_args:]))
         _state.recomputing += 1
+        replaying, _state.replaying = _state.replaying, _Replay(ctx.segment)
         try:
             with enable_grad(), _rng_replayed(snap):
                 start = next(tape._counter)
                 out = function(*args, **kwargs)
         finally:
             _state.recomputing -= 1
+            _state.replaying = replaying
         outs, _ = _flatten(out)
         again = _produced(outs, start)
         roots = [outs[k] for k in again]
@@ -271,9 +333,36 @@ class Checkpoint(Function):
             raise GraphError(_changed("read different tensors that require grad", function))
         capture = {key: ((None if type(key) is tuple else boundary[key][0]), i)
                    for i, key in enumerate(keys)}
-        found = engine.run_backward(roots, list(grads), graph, graph, capture,
-                                    prune._segment(start))
+        # an output nothing used gets None, not zeros: what only it reaches gets no .grad
+        used = [j for j, g in enumerate(grads) if g is not None]
+        found = _replay([roots[j] for j in used], [grads[j] for j in used], graph, capture,
+                        start)
         return tuple(found.get(i, [None])[0] for i in range(len(keys)))
+
+
+def _replay(roots, grads, graph, capture, start):
+    """Backward over the recomputed segment only, capturing what reaches its boundary.
+
+    The boundary's entries are the walk's sinks, and the outer backward replays
+    them later with their full gradient: their retain_grad() tensors must get it
+    then, not also this partial one now, so the sinks' ``retained`` is hidden
+    while the segment replays."""
+    segment = prune._segment(start)
+    hidden = {}
+
+    def walk(stack):
+        order, sinks = segment(stack)
+        for node in sinks:
+            if node.retained is not None:
+                hidden[node] = node.retained
+                node.retained = None
+        return order, sinks
+
+    try:
+        return engine.run_backward(roots, grads, graph, graph, capture, walk)
+    finally:
+        for node, retained in hidden.items():
+            node.retained = retained
 
 
 def _changed(what, function) -> str:
@@ -316,6 +405,7 @@ def checkpoint(function: Callable, *args, use_reentrant: bool = False,
     ctx = Node(Checkpoint, roots[0].device, (True,) * len(boundary))
     ctx.save_for_backward(*flat)
     ctx.versions = [v._version[0] if isinstance(v, engine.Tensor) else None for v in flat]
+    ctx.leaf_versions = {key: t._version[0] for key, (t, k, _, _) in boundary.items() if k < 0}
     ctx.call = (function, len(args), tuple(kwargs), snap, produced, list(boundary))
     ctx.shapes = [(r.shape, r.dtype) for r in roots]
     # for memory_report: what the recomputation saves, and the peak of its replay
@@ -325,9 +415,7 @@ def checkpoint(function: Callable, *args, use_reentrant: bool = False,
     ctx.seq = next(tape._counter)
     ctx.edges = [(i, target, k, shape, dtype)
                  for i, (target, k, shape, dtype) in enumerate(boundary.values())]
-    ctx.n_out = len(roots)
-    if len(roots) > 1:
-        ctx.out_meta = [(r.data.shape, r.data.dtype) for r in roots]
+    ctx.n_out = len(roots)  # no out_meta: an unused output's gradient stays None (see backward)
     for j, k in enumerate(produced):
         outs[k] = tape._wrap(roots[j].data, roots[j].device, ctx, j, True)
     return rebuild(outs)

@@ -13,7 +13,7 @@ from tapegrad.autograd import (
     is_anomaly_enabled,
     set_detect_anomaly,
 )
-from tapegrad.errors import NonFiniteError
+from tapegrad.errors import GraphError, NonFiniteError
 from tapegrad.tape import Function
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # log(0) etc. on purpose
@@ -284,3 +284,58 @@ def test_the_op_that_made_the_values_is_named_not_the_one_that_carried_them():
     assert "because `log`" in msg and "produced -inf at 1 position that `where`" in msg
     assert "the vjp of `mul`" in msg and "turns it into NaN (0 * inf)" in msg
     assert "Mask the input of `log` as well" in msg
+
+
+def _train_two_steps(ctx):
+    """Losses, input gradients, parameter gradients and state of two Adam steps of a
+    small conv net with batch norm, dropout and a checkpointed block, run under ``ctx``."""
+    from tapegrad import nn
+    from tapegrad.utils import checkpoint
+
+    tg.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Dropout(0.5), nn.Flatten(), nn.Linear(64, 3))
+    opt = tg.optim.Adam(model.parameters(), lr=1e-2)
+    rng = np.random.default_rng(0)
+    x0, y = rng.standard_normal((4, 3, 8, 8)).astype(np.float32), rng.integers(0, 3, 4)
+    out = []
+    for it in range(2):
+        tg.manual_seed(7 + it)
+        with ctx():
+            x = tg.tensor(x0, requires_grad=True)
+            logits = checkpoint(model[:5], x) if it else model[:5](x)
+            loss = tg.nn.functional.cross_entropy(model[5:](logits), y)
+            (gx,) = tg.grad(loss, x, create_graph=True)
+            (loss + (gx * gx).sum()).backward()
+        out += [loss.numpy(), x.grad.numpy()] + [p.grad.numpy().copy() for p in model.parameters()]
+        opt.step()
+        opt.zero_grad()
+    return out + [v.numpy() for v in model.state_dict().values()]
+
+
+def test_results_and_gradients_bitwise_unchanged():
+    import contextlib
+
+    off = _train_two_steps(contextlib.nullcontext)
+    for ctx in (detect_anomaly, tg.autograd.profile, lambda: detect_anomaly(check_nan=False)):
+        on = _train_two_steps(ctx)
+        assert len(on) == len(off)
+        assert all(np.array_equal(a, b) for a, b in zip(off, on))
+    assert _hot_path_is_original()
+
+
+def test_exceptions_inside_leave_the_instrumentation_removed():
+    x = _x([0.0, 1.0])
+    with pytest.raises(AnomalyError), tg.autograd.profile(), detect_anomaly():
+        tg.where(x > 0, tg.log(x), 0.0).sum().backward()  # raises in backward
+    assert _hot_path_is_original() and not is_anomaly_enabled() and tg.is_grad_enabled()
+    with pytest.raises(AnomalyError), detect_anomaly(check_forward=True):
+        tg.log(x)  # raises in forward
+    assert _hot_path_is_original() and not is_anomaly_enabled()
+    with pytest.raises(KeyError), detect_anomaly(), tg.autograd.profile():
+        raise KeyError("user code")
+    assert _hot_path_is_original()
+    with pytest.raises(GraphError, match="no backward is running"):
+        engine.queue_callback(print)  # the engine's callback queue was closed too
+    (x * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.data, [3.0, 3.0])

@@ -125,3 +125,33 @@ def test_free_when_off_and_nesting_with_anomaly_mode(monkeypatch):
     n = len(prof.records)
     net(tg.randn(2, 4)).sum()
     assert len(prof.records) == n
+
+
+def _records(net, forward):
+    with profile(model=net) as prof:
+        forward(tg.randn(3, 4)).sum().backward()
+    return prof.records
+
+
+def test_a_checkpoint_recomputation_reports_on_the_forward_records():
+    # the recomputed ops are the forward's again: one record each, with its gradient
+    # (and the recomputation's time in backward_ms), as without the checkpoint
+    from tapegrad.utils import checkpoint, checkpoint_sequential
+
+    net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+
+    def nested(t):
+        inner = checkpoint(lambda u: net[2](net[1](u)), net[0](t))
+        return net[4](net[3](inner))
+
+    tg.manual_seed(1)
+    plain = _records(net, net)
+    for forward in (lambda t: checkpoint(net, t), lambda t: checkpoint(nested, t),
+                    lambda t: checkpoint_sequential(net, 3, t)):
+        tg.manual_seed(1)
+        got = _records(net, forward)
+        assert [(r.op, r.layer, r.shape) for r in got] == [(r.op, r.layer, r.shape) for r in plain]
+        for a, b in zip(got, plain):
+            assert a.mean_abs_output == pytest.approx(b.mean_abs_output)
+            assert a.mean_abs_grad == pytest.approx(b.mean_abs_grad)
+            assert a.backward_ms > 0

@@ -266,23 +266,128 @@ class _LockedBits:
 
 
 class _LockedGenerator:
-    def __init__(self):
-        self._bit_generator = _LockedBits()
+    """CuPy's Generator: its bits in ``bit_generator`` (``_bit_generator`` before CuPy
+    10 or so), and a lazily made binomial state."""
+
+    def __init__(self, attr):
+        self.attr = attr
+        setattr(self, attr, _LockedBits())
+        self._binomial_state = None
 
     def random(self, shape, dtype=np.float64):
-        s = self._bit_generator._state
+        s = getattr(self, self.attr)._state
         s += 1
         return np.full(shape, (s[0] % 7) / 7.0, dtype=dtype)
 
 
-def test_rng_replay_of_a_generator_that_cannot_be_deep_copied(monkeypatch):
+@pytest.mark.parametrize("attr", ["bit_generator", "_bit_generator"])
+def test_rng_replay_of_a_generator_that_cannot_be_deep_copied(monkeypatch, attr):
     from tapegrad import random
 
-    gen = _LockedGenerator()
+    gen = _LockedGenerator(attr)
     monkeypatch.setitem(random._generators, "cpu", gen)
     x = tg.tensor(np.ones(5), requires_grad=True)
     y = checkpoint(lambda t: t * tg.tensor(random.get_generator("cpu").random(5)), x)
     drawn = y.numpy().copy()
     y.sum().backward()
     assert np.array_equal(x.grad.numpy(), drawn)  # the recomputation drew the same numbers
-    assert gen._bit_generator._state[0] == 1  # and the live generator did not move back
+    assert getattr(gen, attr)._state[0] == 1  # and the live generator did not move back
+
+
+def test_retain_grad_on_a_checkpoint_input_counts_its_gradient_once():
+    # the segment's replay reaches h's entry as a sink; the outer backward then
+    # replays it with the full gradient: h.grad got the segment's part twice
+    tg.manual_seed(2)
+    lin = nn.Linear(4, 4).to(dtype=tg.float64)
+    x0 = np.random.default_rng(6).standard_normal((3, 4))
+    res = []
+    for ck in (False, True):
+        x = tg.tensor(x0, requires_grad=True)
+        h = x * 2
+        h.retain_grad()
+        out = checkpoint(lambda t: tg.tanh(lin(t)), h) if ck else tg.tanh(lin(h))
+        ((out * out).sum() + h.sum()).backward()
+        res.append((h.grad.numpy(), x.grad.numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert h.grad_fn.retained is not None  # put back after the replay
+
+
+def test_an_unused_output_leaves_what_only_it_reaches_without_grad():
+    # as torch.utils.checkpoint: v only feeds the unused output, so v.grad stays None
+    # (a zero .grad would still move v under momentum or weight decay)
+    x = tg.tensor(np.ones((2, 3)), requires_grad=True)
+    w = tg.tensor(np.ones((3, 3)), requires_grad=True)
+    v = tg.tensor(np.ones((3, 2)), requires_grad=True)
+    a, b = checkpoint(lambda t: (tg.tanh(t @ w), t @ v), x)
+    a.sum().backward()
+    assert v.grad is None
+    assert w.grad is not None and x.grad is not None
+    x.grad = w.grad = None
+    a, b = checkpoint(lambda t: (tg.tanh(t @ w), t @ v), x)
+    b.sum().backward()
+    assert w.grad is None
+    np.testing.assert_array_equal(v.grad.numpy(), np.full((3, 2), 2.0))
+
+
+def test_a_parameter_modified_between_forward_and_backward_raises():
+    # the recomputation would read the new values: a gradient the forward never had
+    # (without a checkpoint, the matmul's saved weight raises the same way)
+    x = tg.tensor(np.ones((2, 3)), requires_grad=True)
+    w = tg.tensor(np.ones((3, 3)), requires_grad=True)
+    y = checkpoint(lambda t: tg.tanh(t @ w), x)
+    with tg.no_grad():
+        w.mul_(2)
+    with pytest.raises(GraphError, match="modified in place after its forward"):
+        y.sum().backward()
+    y = checkpoint(lambda t: tg.tanh(t @ w), x)  # modified before the forward: fine
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), (1 - np.tanh(6.0) ** 2) * 6 * np.ones((2, 3)))
+
+
+def test_exceptions_leave_no_state_behind():
+    x = tg.tensor(np.ones(3), requires_grad=True)
+
+    def boom(t):
+        raise KeyError("in forward")
+
+    with pytest.raises(KeyError):
+        checkpoint(boom, x)
+    assert tape._unsaved is None and not is_recomputing()
+    calls = []
+
+    def boom_later(t):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyError("in the recomputation")
+        return nn.functional.dropout(t, 0.5) * 2
+
+    tg.manual_seed(0)
+    y = checkpoint(boom_later, x)
+    state = tg.random.get_generator("cpu").bit_generator.state
+    with pytest.raises(KeyError):
+        y.sum().backward()
+    assert not is_recomputing() and tape._unsaved is None and tg.is_grad_enabled()
+    assert tg.random.get_generator("cpu").bit_generator.state == state  # put back
+    (x * 2).sum().backward()  # the engine works as before
+    assert np.array_equal(x.grad.numpy(), [2.0] * 3)
+
+
+def test_a_leaked_intermediate_reaching_backward_is_a_clear_error():
+    # PyTorch recomputes it; tapegrad's entry for it kept nothing: say so, and how to fix
+    x = tg.tensor(np.full((2, 3), 0.1), requires_grad=True)
+    w = tg.tensor(np.ones((3, 3)), requires_grad=True)
+    store = []
+
+    def f(t):
+        h = tg.tanh(t @ w)
+        store.append(h)
+        return h * 2
+
+    y = checkpoint(f, x)
+    with pytest.raises(GraphError, match=r"`Tanh` \(tape entry #\d+\) ran inside a checkpointed"):
+        (y.sum() + (store[0] ** 2).sum()).backward()
+    x.grad = w.grad = None  # the checkpoint's vjp ran before the error
+    y = checkpoint(f, x)
+    y.sum().backward()  # the returned output alone is fine
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (1 - np.tanh(0.3) ** 2) * 3 * np.ones((2, 3)))
