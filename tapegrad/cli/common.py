@@ -52,3 +52,16 @@ def confusion_matrix(labels, preds, n_classes: int = 10) -> np.ndarray:
     """Counts, rows = true class, columns = predicted class."""
     return np.bincount(labels * n_classes + preds,
                        minlength=n_classes * n_classes).reshape(n_classes, n_classes)
+
+
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend, or None without matplotlib
+    (the figures are optional: the run still writes its CSVs)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt

@@ -16,6 +16,7 @@ import os
 import sys
 
 from ..autograd.profile import SUMMARY_FIELDS, profile
+from .common import pyplot
 from .runfiles import write_atomic
 
 __all__ = ["DebugInfo", "CSV_NAME", "PNG_NAME", "FIELDS"]
@@ -105,12 +106,8 @@ def plot(path: str, rows: list[dict]) -> bool:
     """Each layer's mean |gradient| and mean |output| per epoch into ``path``."""
     if not rows:
         return False
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     colors = plt.get_cmap("tab20").colors  # distinct for up to 20 layers

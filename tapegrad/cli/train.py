@@ -32,7 +32,7 @@ from .checkpoint import (
     restore_optimizer_state,
     save_checkpoint,
 )
-from .common import EVAL_BATCH, load_data, predict
+from .common import EVAL_BATCH, load_data, predict, pyplot
 from .debug_info import DebugInfo
 from .models import build_model, count_parameters
 from .runfiles import prepare_run_folder, sigint_held, write_atomic
@@ -204,12 +204,8 @@ def plot_curves(path: str, history: list[dict]) -> bool:
     """Loss and accuracy per epoch into ``path`` (False if matplotlib is missing)."""
     if not history:
         return False
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     ep = [r["epoch"] for r in history]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.5))
