@@ -1,6 +1,7 @@
 """Full SGD-momentum training steps (zero_grad, forward, loss, backward, step):
 
-  lenet      Caffe's LeNet, batch 64, 1x28x28 float32 inputs
+  lenet      Caffe's LeNet, batch 64, 1x28x28 float32 inputs (lenet-b1, lenet-b256:
+             batch 1 for latency and 256 for throughput)
   vgg-small  conv3x3-32 BN ReLU, conv3x3-32 BN ReLU, max pool 2, conv3x3-64 BN
              ReLU, conv3x3-64 BN ReLU, max pool 2, dropout 0.5, linear 4096->256,
              ReLU, linear 256->10; batch 32, 3x32x32
@@ -14,7 +15,7 @@ count), their ratio, and the fraction of the machine's float32 GEMM rate
 saved, and an estimate of what backward needs (saved activations plus one
 im2col buffer per conv layer).
 
-    python benchmarks/bench_train.py [--steps 21] [--warmup 3] [--nets lenet,vgg-small]
+    python benchmarks/bench_train.py [--steps 21] [--warmup 3] [--nets lenet,vgg-small,...]
                                      [--device cpu|cuda] [--batch N] [--threads N] [--profile]
 
 On ``--device cuda`` both nets run at batch 256 (``--batch`` overrides; on the
@@ -49,7 +50,11 @@ VGG_SMALL = [("conv", 3, 32, 3, 1), ("bn", 32), ("relu",), ("conv", 32, 32, 3, 1
              ("relu",), ("maxpool", 2), ("conv", 32, 64, 3, 1), ("bn", 64), ("relu",),
              ("conv", 64, 64, 3, 1), ("bn", 64), ("relu",), ("maxpool", 2), ("dropout", 0.5),
              ("flatten",), ("linear", 4096, 256), ("relu",), ("linear", 256, 10)]
-NETS = {"lenet": (LENET, 64, (1, 28, 28)), "vgg-small": (VGG_SMALL, 32, (3, 32, 32))}
+NETS = {"lenet": (LENET, 64, (1, 28, 28)), "vgg-small": (VGG_SMALL, 32, (3, 32, 32)),
+        # the issue's latency and throughput rows: LeNet at a fixed batch on every device
+        "lenet-b1": (LENET, 1, (1, 28, 28)), "lenet-b256": (LENET, 256, (1, 28, 28))}
+FIXED_BATCH = {"lenet-b1", "lenet-b256"}  # --batch and the GPU batch leave these alone
+DEFAULT_NETS = {"cpu": "lenet,vgg-small,lenet-b1,lenet-b256", "cuda": "lenet,vgg-small"}
 GPU_BATCH = 256  # the issue's GPU rows: VGG-small and LeNet at B=256
 # the targets the ratio lines quote: tapegrad ms/step over torch ms/step, at most
 TARGETS = {"cpu": {"lenet": 0.7, "vgg-small": 0.8}, "cuda": {"lenet": 2.0, "vgg-small": 1.5}}
@@ -303,7 +308,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=21, help="timed steps (median)")
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--nets", default="lenet,vgg-small")
+    ap.add_argument("--nets", default="",
+                    help="comma-separated, from: " + ", ".join(NETS) + " (default: "
+                    + "; ".join(f"{d}: {v}" for d, v in DEFAULT_NETS.items()) + ")")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--batch", type=int, default=0,
                     help="batch size of every net (default: the table above on cpu, "
@@ -315,7 +322,7 @@ def main(argv=None):
     ap.add_argument("--profile", action="store_true",
                     help="also print a cProfile of the tapegrad steps (by own time)")
     args = ap.parse_args(argv)
-    nets = [n.strip() for n in args.nets.split(",") if n.strip()]
+    nets = [n.strip() for n in (args.nets or DEFAULT_NETS[args.device]).split(",") if n.strip()]
     for n in nets:
         if n not in NETS:
             ap.error(f"unknown net {n!r}: choose from {', '.join(NETS)}")
@@ -356,7 +363,8 @@ def main(argv=None):
     bwd_memory = {}  # net -> (predicted, measured) peak of backward
     for name in nets:
         spec, batch, in_shape = NETS[name]
-        batch = args.batch or (GPU_BATCH if dev == "cuda" else batch)
+        if name not in FIXED_BATCH:
+            batch = args.batch or (GPU_BATCH if dev == "cuda" else batch)
         flops, needed, im2col = analyse(spec, batch, in_shape)
         ours = TapegradStep(spec, batch, in_shape, dev)
         steppers = {"tapegrad": ours}

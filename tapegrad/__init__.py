@@ -32,6 +32,7 @@ from .creation import (
 )
 from .device import Device, cupy_available, get_array_module, get_device
 from .device.host_memory import tune_malloc
+from .device.threads import get_num_threads, set_num_threads
 from .random import manual_seed
 from .tape import Function, backward, enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, get_default_dtype, set_default_dtype, tensor
@@ -128,7 +129,8 @@ __all__ = [
     "float16", "half", "float32", "float", "float64", "double", "int8", "uint8", "int16",
     "short", "int32", "int", "int64", "long", "bool", "complex64", "complex128",
     "ops", "errors", "nn", "optim", "data", "testing", "distributed", "save", "load",
-    "utils", "memory_report", "autograd", "onnx", "compat",
+    "utils", "memory_report", "autograd", "onnx", "compat", "get_num_threads",
+    "set_num_threads",
 ]
 
 
