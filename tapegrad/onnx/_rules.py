@@ -110,3 +110,12 @@ def norm_axis(node: NodeInfo, axis: int, ndim: int, what: str = "axis") -> int:
         raise UnsupportedOnnxError(f"tapegrad.onnx: {node.label()}: {what}={axis} is out of "
                                    f"range for a {ndim}-D input")
     return axis % ndim
+
+
+def norm_indices(node: NodeInfo, indices, n: int, axis: int) -> np.ndarray:
+    """Gather-style ``indices`` into an axis of length ``n`` as non-negative host
+    int64s (negatives count from the end), or a clear error for any outside ``[-n, n)``."""
+    idx = host(indices).astype(np.int64)
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise node.unsupported(f"indices outside [-{n}, {n}) on axis {axis}")
+    return np.where(idx < 0, idx + n, idx)

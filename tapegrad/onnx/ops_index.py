@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import ops
 from ..tensor import tensor
-from ._rules import host, host_ints, norm_axis, rule
+from ._rules import host, host_ints, norm_axis, norm_indices, rule
 
 
 @rule("Split", attrs=("axis", "split", "num_outputs"), static=(1,))
@@ -31,11 +31,7 @@ def _split(node, x, split=None):
 def _gather_elements(node, x, indices):
     """``out[i][j][k] = x[index[i][j][k]][j][k]`` (axis 0): torch.gather."""
     axis = norm_axis(node, int(node.get("axis", 0)), x.ndim)
-    idx = host(indices).astype(np.int64)
-    n = x.shape[axis]
-    if idx.size and (idx.min() < -n or idx.max() >= n):
-        raise node.unsupported(f"indices outside [-{n}, {n}) on axis {axis}")
-    idx = np.where(idx < 0, idx + n, idx)
+    idx = norm_indices(node, indices, x.shape[axis], axis)
     return ops.gather(x, axis, tensor(idx, device=x.device))
 
 

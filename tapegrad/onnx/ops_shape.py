@@ -13,7 +13,7 @@ import numpy as np
 from .. import ops
 from ..nn import functional as F
 from ..tensor import tensor
-from ._rules import PLAIN_DTYPES, checked_tensor, host, host_ints, norm_axis, rule
+from ._rules import PLAIN_DTYPES, checked_tensor, host, host_ints, norm_axis, norm_indices, rule
 
 # --------------------------------------------------------------- constants
 
@@ -170,11 +170,7 @@ def _tile(node, x, repeats):
 def _gather(node, x, indices):
     """``np.take(x, indices, axis)``: negative indices count from the end."""
     axis = norm_axis(node, int(node.get("axis", 0)), x.ndim)
-    idx = host(indices).astype(np.int64)
-    n = x.shape[axis]
-    if idx.size and (idx.min() < -n or idx.max() >= n):
-        raise node.unsupported(f"indices outside [-{n}, {n}) on axis {axis}")
-    idx = np.where(idx < 0, idx + n, idx)
+    idx = norm_indices(node, indices, x.shape[axis], axis)
     xp = x.device.xp
     return ops.getitem(x, (slice(None),) * axis + (xp.asarray(idx),))
 
