@@ -216,14 +216,15 @@ class profile(instrument.Observer):
             w = csv.DictWriter(f, fieldnames=names)
             w.writeheader()
             for row in rows:
-                w.writerow({k: _csv(row[k]) for k in names})
+                w.writerow({k: csv_cell(row[k]) for k in names})
 
 
 def _mean(values) -> float:
     return math.fsum(values) / len(values) if values else math.nan
 
 
-def _csv(v):
+def csv_cell(v):
+    """A record's value as a CSV cell: shapes as ``32x8x8``, None empty, floats to 6 digits."""
     if isinstance(v, tuple):
         return "x".join(map(str, v))
     if v is None:

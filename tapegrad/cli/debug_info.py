@@ -15,7 +15,7 @@ import io
 import os
 import sys
 
-from ..autograd.profile import SUMMARY_FIELDS, profile
+from ..autograd.profile import SUMMARY_FIELDS, csv_cell, profile
 from .common import pyplot
 from .runfiles import write_atomic
 
@@ -52,7 +52,7 @@ class DebugInfo:
         w = csv.DictWriter(text, fieldnames=FIELDS)
         w.writeheader()
         for r in self.rows:
-            w.writerow({k: _cell(r[k]) for k in FIELDS})
+            w.writerow({k: csv_cell(r[k]) for k in FIELDS})
         write_atomic(self.csv_path, lambda fh: fh.write(text.getvalue().encode()))
         plotted = plot(self.png_path, self.rows)
         if not plotted and not self._noted:
@@ -60,14 +60,6 @@ class DebugInfo:
             print(f"note: matplotlib is not installed, so no {PNG_NAME}; the numbers are in "
                   f"{self.csv_path}", file=sys.stderr)
         return plotted
-
-
-def _cell(v):
-    if isinstance(v, tuple):
-        return "x".join(map(str, v))
-    if v is None:
-        return ""
-    return f"{v:.6g}" if isinstance(v, float) else v
 
 
 def _read(path: str, upto: int) -> list[dict]:
