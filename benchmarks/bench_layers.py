@@ -195,16 +195,11 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--only", default="", help="run only rows whose label contains this")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                    help="threads for PyTorch and (via threadpoolctl) NumPy's BLAS; "
-                         "default: all cores")
+    ap.add_argument("--threads", type=int, default=tg.get_num_threads(),
+                    help="tapegrad.set_num_threads and torch.set_num_threads; default: "
+                         "tapegrad's default (the cores available)")
     args = ap.parse_args()
-    try:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(args.threads, user_api="blas")
-    except ImportError:
-        pass
+    tg.set_num_threads(args.threads)  # tapegrad's pool; BLAS runs at one thread per call
     device = args.device
     if device == "cuda" and not tg.cupy_available():
         ap.exit(2, "bench_layers: --device cuda needs CuPy and an NVIDIA GPU; none here "

@@ -40,6 +40,7 @@ import numpy as np
 
 import tapegrad as tg
 from tapegrad import tape
+from tapegrad.device import pool
 
 # ------------------------------------------------------------------ the nets
 # One spec per net; tapegrad and torch models, FLOPs and memory estimates
@@ -133,18 +134,22 @@ def analyse(spec, batch, in_shape):
 # ------------------------------------------------------------- measurements
 
 def gemm_rate(n=1024, repeats=7, device="cpu") -> float:
-    """float32 matmul FLOP/s of numpy's BLAS (CuPy's on cuda), best of ``repeats``."""
+    """float32 matmul FLOP/s, best of ``repeats``: on the CPU through tapegrad's pool
+    (``tapegrad.device.pool.matmul``: rows split over ``get_num_threads()`` threads, BLAS
+    at one thread each, as the ops run), on cuda CuPy's."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     sync = lambda: None
+    mm = pool.matmul
     if device == "cuda":
         dev = tg.get_device("cuda")
         a, b = dev.xp.asarray(a), dev.xp.asarray(b)
         sync = dev.xp.cuda.Device(dev.index).synchronize
-    a @ b
+        mm = lambda a, b: a @ b
+    mm(a, b)
     sync()
-    best = min(_timed(lambda: (a @ b, sync())) for _ in range(repeats))
+    best = min(_timed(lambda: (mm(a, b), sync())) for _ in range(repeats))
     return 2 * n ** 3 / best
 
 
@@ -297,13 +302,6 @@ def _gpu_name() -> str:
            f"CuPy {dev.xp.__version__}, CUDA runtime {dev.xp.cuda.runtime.runtimeGetVersion()}"
 
 
-def _threads() -> int:
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return os.cpu_count() or 1
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=21, help="timed steps (median)")
@@ -316,8 +314,8 @@ def main(argv=None):
                     help="batch size of every net (default: the table above on cpu, "
                          f"{GPU_BATCH} on cuda)")
     ap.add_argument("--threads", type=int, default=0,
-                    help="threads for NumPy's BLAS (via threadpoolctl) and PyTorch; "
-                         "0: the machine's CPU count")
+                    help="tapegrad.set_num_threads and torch.set_num_threads; 0: tapegrad's "
+                         "default (the cores available)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
     ap.add_argument("--profile", action="store_true",
                     help="also print a cProfile of the tapegrad steps (by own time)")
@@ -327,14 +325,8 @@ def main(argv=None):
         if n not in NETS:
             ap.error(f"unknown net {n!r}: choose from {', '.join(NETS)}")
 
-    threads = args.threads or _threads()
-    if args.threads:
-        try:
-            from threadpoolctl import threadpool_limits
-
-            threadpool_limits(args.threads, user_api="blas")
-        except ImportError:
-            print("(threadpoolctl not installed: --threads only applies to PyTorch)")
+    threads = args.threads or tg.get_num_threads()
+    tg.set_num_threads(threads)  # tapegrad's pool; BLAS runs at one thread per call
     torch = None
     if not args.no_torch:
         try:
@@ -353,7 +345,8 @@ def main(argv=None):
     rate = gemm_rate(device=dev)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, python "
           f"{platform.python_version()}, numpy {np.__version__} ({_blas()}), threads {threads} "
-          f"(numpy BLAS and torch.set_num_threads({threads})), torch "
+          f"(tapegrad.set_num_threads and torch.set_num_threads({threads}); BLAS 1 per "
+          f"call), torch "
           f"{torch.__version__ if torch else 'not installed'}; device {dev}")
     if dev == "cuda":
         print(f"GPU: {_gpu_name()}")

@@ -53,8 +53,8 @@ def _add_train(p: argparse.ArgumentParser) -> None:
                    help=f"learning rate per epoch (default {d['schedule']}: cosine decay to 2%%)")
     p.add_argument("--device", metavar="DEV", help="cpu (default), cuda or cuda:N (needs CuPy)")
     p.add_argument("--threads", type=arg_type("threads"), metavar="N",
-                   help=f"BLAS threads (default {d['threads']}: small models run fastest on "
-                        "one; 0 = the BLAS default)")
+                   help="threads the layers split across (tapegrad.set_num_threads; default 0: "
+                        "every core available, or OMP_NUM_THREADS)")
     p.add_argument("--seed", type=arg_type("seed"), help=f"random seed (default {d['seed']})")
     p.add_argument("--out", metavar="DIR",
                    help=f"run folder for model.npz, metrics.csv, curves.png (default {d['out']})")

@@ -20,7 +20,7 @@ DEFAULTS = {
     "model": "lenet", "data": "digits", "data_dir": None, "epochs": 20, "batch_size": 32,
     "lr": None, "optimizer": "adam", "momentum": 0.9, "weight_decay": 0.0, "device": "cpu",
     "seed": 0, "out": os.path.join("runs", "latest"), "train_samples": None,
-    "test_samples": None, "schedule": "cosine", "threads": 1,
+    "test_samples": None, "schedule": "cosine", "threads": 0,
 }
 DEFAULT_LR = {"adam": 3e-3, "sgd": 0.05}
 OPTIMIZERS = ("sgd", "adam")

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from ..device.threads import default_num_threads, get_num_threads, set_num_threads
 from ..errors import ArgumentError, TapegradError
 from .checkpoint import (
     CHECKPOINT_NAME,
@@ -102,21 +103,17 @@ def epoch_lr(base_lr: float, epoch: int, epochs: int, schedule: str) -> float:
     return base_lr * (0.02 + 0.98 * 0.5 * (1.0 + math.cos(math.pi * frac)))
 
 
+@contextlib.contextmanager
 def limit_threads(n: int):
-    """Cap BLAS threads at ``n`` for the run (0: leave the library default).
-
-    Small models' GEMMs are too small to split across cores, and OpenBLAS
-    threads that spin while other processes hold the cores slow training
-    down several times, so ``tapegrad train`` uses 1 thread unless told.
-    Needs threadpoolctl (a scikit-learn dependency); without it, a no-op.
-    """
-    if not n:
-        return contextlib.nullcontext()
+    """Run with ``tapegrad.set_num_threads(n)`` (0: tapegrad's default, every core
+    available or ``OMP_NUM_THREADS``), the previous count restored afterwards.
+    The large layers split across the threads (tapegrad.device.pool)."""
+    before = get_num_threads()
+    set_num_threads(n or default_num_threads())
     try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=n, user_api="blas")
+        yield
+    finally:
+        set_num_threads(before)
 
 
 def _progress(loader, desc: str, quiet: bool):

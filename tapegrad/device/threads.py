@@ -1,20 +1,26 @@
 """CPU thread count: ``set_num_threads`` / ``get_num_threads`` (PyTorch's names).
 
-The count is the number of threads tapegrad's CPU ops may use. Today all the
-parallel work on the CPU is inside NumPy's BLAS (every matmul, im2col GEMM and
-linear layer), so setting the count sets BLAS's thread count, through
-threadpoolctl (a scikit-learn dependency) when it is installed.
+The count is the number of threads tapegrad's CPU ops use. The large ops
+(convolutions, linear layers and matrix products, batch norm, big elementwise
+passes) split their work across a pool of that many threads
+(:mod:`tapegrad.device.pool`), each calling BLAS single-threaded: OpenBLAS
+keeps one thread count per process and threads the per-image GEMMs of a
+convolution poorly, so while the pool is in use the process's BLAS is pinned
+to one thread (:func:`pin_blas`, through threadpoolctl). NumPy code of your
+own in the same process then runs its BLAS calls on one thread too; call
+``tapegrad.set_num_threads(1)`` and threadpoolctl's ``threadpool_limits``
+yourself if you need BLAS's threads back for it.
 
-Without threadpoolctl the count is recorded (``get_num_threads`` returns it)
-but BLAS keeps the thread count it read from the environment when it loaded:
-set ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` (or ``MKL_NUM_THREADS``)
-before starting Python instead.
+Without threadpoolctl (``pip install threadpoolctl``; the ``train`` and
+``test`` extras bring it) BLAS cannot be pinned, so the pool stays off: ops
+run in one piece and BLAS keeps the thread count it read from the
+environment (``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS``) when it loaded.
 
 The default, until ``set_num_threads`` is called, is ``OMP_NUM_THREADS`` when
 it is set to a positive integer (as PyTorch), else the cores this process may
 run on (``os.sched_getaffinity``, which honours ``taskset`` and container CPU
 sets; ``os.cpu_count()`` where that does not exist). Reading the default does
-not touch BLAS.
+not touch BLAS; the first op that splits pins it.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import os
 
 from ..errors import ArgumentError, ArgumentTypeError
 
-__all__ = ["get_num_threads", "set_num_threads", "default_num_threads"]
+__all__ = ["get_num_threads", "set_num_threads", "default_num_threads", "pin_blas"]
 
 _num_threads: int | None = None  # None: the default, computed on first read
 
@@ -60,11 +66,12 @@ def get_num_threads() -> int:
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads in CPU ops, BLAS included (PyTorch's ``torch.set_num_threads``).
+    """Use ``n`` threads in CPU ops (PyTorch's ``torch.set_num_threads``).
 
-    Sets the BLAS thread count through threadpoolctl when it is installed (for
-    the whole process, as BLAS libraries keep one count); without it only the
-    recorded count changes (see the module notes).
+    ``n > 1`` splits the large ops across ``n`` threads, each running BLAS on one
+    thread; ``n == 1`` runs every op in the calling thread. Either way the
+    process's BLAS is pinned to one thread (when threadpoolctl is installed;
+    see the module notes). Results are bitwise the same for every ``n``.
 
     >>> tapegrad.set_num_threads(1); tapegrad.get_num_threads()   # 1
     """
@@ -75,17 +82,25 @@ def set_num_threads(n: int) -> None:
     if n < 1:
         raise ArgumentError(f"set_num_threads: the number of threads must be at least 1, "
                             f"got {n}")
-    _set_blas_threads(n)
     _num_threads = n
+    pin_blas()
 
 
-def _set_blas_threads(n: int) -> bool:
-    """Set every loaded BLAS library's thread count to ``n``; False when
-    threadpoolctl is not installed (nothing changed)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return False
-    # called, not entered: the limit stays in force (threadpoolctl restores only on __exit__)
-    threadpool_limits(limits=n, user_api="blas")
-    return True
+_pinned: bool | None = None  # None: not tried yet; then whether BLAS runs at one thread
+
+
+def pin_blas() -> bool:
+    """Set every loaded BLAS library to one thread per call, once per process;
+    True when that is in force, False when threadpoolctl is not installed (BLAS
+    keeps its own count and the pool stays off)."""
+    global _pinned
+    if _pinned is None:
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:
+            _pinned = False
+        else:
+            # called, not entered: the limit stays in force (it is restored only on __exit__)
+            threadpool_limits(limits=1, user_api="blas")
+            _pinned = True
+    return _pinned

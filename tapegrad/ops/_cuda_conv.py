@@ -78,18 +78,19 @@ def _geometry(g, total):
         g.dilation[0], g.dilation[1])))
 
 
-def im2col(xp, x, g):
-    """x (N, C, H, W) -> cols (N, G, Cg*kh*kw, Ho*Wo), contiguous (``conv._im2col``)."""
+def im2col(xp, x, g, out=None):
+    """x (N, C, H, W) -> cols (N, G, Cg*kh*kw, Ho*Wo), contiguous, or into ``out``
+    (``conv._im2col``; the kernel writes every element)."""
     x = xp.ascontiguousarray(x)
-    cols = xp.empty((g.n, g.c, g.kh, g.kw, g.ho, g.wo), dtype=x.dtype)
+    cols = xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=x.dtype) if out is None else out
     kernels.launch(_im2col.build(T=x.dtype.name), cols.size, (x, cols, *_geometry(g, cols.size)))
-    # (N, C, kh, kw, Ho, Wo) -> (N, G, Cg*kh*kw, Ho*Wo)
-    return cols.reshape(g.n, g.g, g.kg, g.ho * g.wo)
+    return cols
 
 
-def col2im(xp, gcols, g, dtype):
-    """gcols (N, G, Cg*kh*kw, Ho*Wo) -> gx (N, C, H, W) (``conv._col2im``)."""
+def col2im(xp, gcols, g, dtype, out=None):
+    """gcols (N, G, Cg*kh*kw, Ho*Wo) -> gx (N, C, H, W), or into ``out``
+    (``conv._col2im``; the kernel writes every element)."""
     gcols = xp.ascontiguousarray(gcols, dtype=dtype)
-    gx = xp.empty((g.n, g.c, g.h, g.w), dtype=dtype)
+    gx = xp.empty((g.n, g.c, g.h, g.w), dtype=dtype) if out is None else out
     kernels.launch(_col2im.build(T=gx.dtype.name), gx.size, (gcols, gx, *_geometry(g, gx.size)))
     return gx

@@ -55,7 +55,9 @@ recorded weight gradient is ``gy @ cols^T`` itself.
 
 from __future__ import annotations
 
-from ..device import kernels
+import copy
+
+from ..device import kernels, pool
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from . import _cuda_conv
@@ -136,10 +138,11 @@ def _check_common(op, x, w, b, groups, in_axis, out_axis):
 # them in the malloc heap, so they do not page-fault on every call.
 
 
-def _im2col(xp, x, g):
-    """x (N, C, H, W) -> cols (N, G, Cg*kh*kw, Ho*Wo), contiguous."""
+def _im2col(xp, x, g, out=None):
+    """x (N, C, H, W) -> cols (N, G, Cg*kh*kw, Ho*Wo), contiguous (written into
+    ``out`` when given: a contiguous array of that shape)."""
     if kernels.on_cuda(xp):  # one RawKernel pass, no padded copy (ops/_cuda_conv.py)
-        return _cuda_conv.im2col(xp, x, g)
+        return _cuda_conv.im2col(xp, x, g, out)
     t, b, left, r = g.pad
     if t or b or left or r:
         xpad = xp.zeros(g.padded_shape(), dtype=x.dtype)
@@ -150,11 +153,12 @@ def _im2col(xp, x, g):
     # (N, C, Ho', Wo', kh, kw) -> (N, C, Ho, Wo, kh, kw): a transposed conv's output_padding
     # (when smaller than the dilation) can leave rows no input pixel reaches
     win = win[:, :, :g.ho, :g.wo]
-    cols = xp.empty((g.n, g.c, g.kh, g.kw, g.ho, g.wo), dtype=x.dtype)
-    # one copy, written in order: (N, C, Ho, Wo, kh, kw) -> (N, C, kh, kw, Ho, Wo)
-    cols[...] = win.transpose(0, 1, 4, 5, 2, 3)
-    # (N, C, kh, kw, Ho, Wo) -> (N, G, Cg*kh*kw, Ho*Wo)
-    return cols.reshape(g.n, g.g, g.kg, g.ho * g.wo)
+    if out is None:
+        out = xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=x.dtype)
+    # one copy, written in order: (N, C, Ho, Wo, kh, kw) -> (N, C, kh, kw, Ho, Wo), which is
+    # (N, G, Cg*kh*kw, Ho*Wo)
+    out.reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)[...] = win.transpose(0, 1, 4, 5, 2, 3)
+    return out
 
 
 def _span(start, step, count, pad, size):
@@ -187,44 +191,98 @@ def _offsets(g):
                 yield i, j, r[0], c[0], r[1], c[1]
 
 
-def _col2im(xp, gcols, g, dtype):
-    """gcols (N, G, Cg*kh*kw, Ho*Wo) -> gx (N, C, H, W), contiguous: each window's
-    column added back where it came from, one strided add per kernel offset,
-    clipped to the unpadded input (no padded buffer, no crop copy)."""
+def _col2im(xp, gcols, g, dtype, out=None):
+    """gcols (N, G, Cg*kh*kw, Ho*Wo) -> gx (N, C, H, W), contiguous (or ``out``):
+    each window's column added back where it came from, one strided add per
+    kernel offset, clipped to the unpadded input (no padded buffer, no crop copy)."""
     if kernels.on_cuda(xp):  # a gather per input pixel, same order (ops/_cuda_conv.py)
-        return _cuda_conv.col2im(xp, gcols, g, dtype)
+        return _cuda_conv.col2im(xp, gcols, g, dtype, out)
     # (N, G, Cg*kh*kw, Ho*Wo) -> (N, C, kh, kw, Ho, Wo)
     gcols = gcols.reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)
-    gx = xp.zeros((g.n, g.c, g.h, g.w), dtype=dtype)
+    if out is None:
+        gx = xp.zeros((g.n, g.c, g.h, g.w), dtype=dtype)
+    else:
+        gx = out
+        gx[...] = 0
     for i, j, ro, co, ri, ci in _offsets(g):
         gx[:, :, ri, ci] += gcols[:, :, i, j, ro, co]
     return gx
 
 
-def _gemm_forward(xp, cols, wmat, g):
-    """(G, Og, Kg) @ (N, G, Kg, P) -> (N, G, Og, P) -> (N, O, Ho, Wo), contiguous:
-    one BLAS GEMM per image (numpy's matmul loops over N in C)."""
-    ym = xp.matmul(wmat, cols)
+def _gemm_forward(xp, cols, wmat, g, out=None):
+    """(G, Og, Kg) @ (N, G, Kg, P) -> (N, G, Og, P) -> (N, O, Ho, Wo), contiguous
+    (or ``out``): one BLAS GEMM per image (numpy's matmul loops over N in C)."""
+    if out is None:
+        ym = xp.matmul(wmat, cols)
+    else:  # (N, O, Ho, Wo) -> (N, G, Og, P), a view of out
+        ym = xp.matmul(wmat, cols, out=out.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo))
     # (N, G, Og, P) -> (N, O, Ho, Wo)
     return ym.reshape(g.n, g.o, g.ho, g.wo)
 
 
-def _weight_grad(xp, gy, cols, g):
-    """gW = sum over images of gy @ cols^T: gy (N, O, Ho, Wo), cols (N, G, Kg, P)
-    -> (O, Cg, kh, kw).
-
-    Per image, in the orientation OpenBLAS runs faster: ``cols @ gy^T`` (Kg rows)
-    when Kg is much larger than Og, else ``gy @ cols^T``."""
+def _weight_products(xp, gy, cols, g, out=None):
+    """Each image's share of the weight gradient, ``gy @ cols^T`` per image:
+    gy (N, O, Ho, Wo), cols (N, G, Kg, P) -> (N, G, Og, Kg), or (N, G, Kg, Og)
+    when Kg is much larger than Og (the orientation OpenBLAS runs faster);
+    :func:`_weight_sum` adds them up. Written into ``out`` when given."""
     og = g.o // g.g
     gm = gy.reshape(g.n, g.g, og, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
-    if cols.shape[2] >= 4 * og:
-        # (N, G, Kg, P) @ (N, G, P, Og) -> (N, G, Kg, Og) -> (G, Kg, Og)
-        gwt = xp.matmul(cols, gm.transpose(0, 1, 3, 2)).sum(axis=0)
-        # (G, Kg, Og) -> (G, Og, Kg) -> (O, Cg, kh, kw)
-        return gwt.transpose(0, 2, 1).reshape(g.o, g.c // g.g, g.kh, g.kw)
-    # (N, G, Og, P) @ (N, G, P, Kg) -> (N, G, Og, Kg) -> (G, Og, Kg)
-    gw = xp.matmul(gm, cols.transpose(0, 1, 3, 2)).sum(axis=0)
+    # (N, G, Kg, P) @ (N, G, P, Og) -> (N, G, Kg, Og), or (N, G, Og, P) @ (N, G, P, Kg)
+    # -> (N, G, Og, Kg)
+    a, b = (cols, gm) if _kg_rows(g) else (gm, cols)
+    b = b.transpose(0, 1, 3, 2)
+    return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
+
+
+def _kg_rows(g):
+    return g.kg >= 4 * (g.o // g.g)
+
+
+def _products_buffer(xp, g, dtype):
+    """An uninitialised array for :func:`_weight_products` of the whole batch."""
+    og = g.o // g.g
+    return xp.empty((g.n, g.g) + ((g.kg, og) if _kg_rows(g) else (og, g.kg)), dtype=dtype)
+
+
+def _weight_sum(prod, g):
+    """:func:`_weight_products` (N, G, ., .) summed over images, in order ->
+    gW (O, Cg, kh, kw)."""
+    gw = prod.sum(axis=0)
+    if _kg_rows(g):  # (G, Kg, Og) -> (G, Og, Kg)
+        gw = gw.transpose(0, 2, 1)
     return gw.reshape(g.o, g.c // g.g, g.kh, g.kw)  # (G, Og, Kg) -> (O, Cg, kh, kw)
+
+
+def _weight_grad(xp, gy, cols, g):
+    """gW = sum over images of gy @ cols^T: gy (N, O, Ho, Wo), cols (N, G, Kg, P)
+    -> (O, Cg, kh, kw)."""
+    return _weight_sum(_weight_products(xp, gy, cols, g), g)
+
+
+# ------------------------------------------------ splitting over images
+#
+# On the CPU each kernel above can run on a slice of the batch: the forward,
+# input gradient and per-image weight products of images lo..hi depend only on
+# those images. _by_images runs such a part on the device pool (one chunk of
+# images per thread, tapegrad.device.pool); the sums over images (_weight_sum)
+# happen after the join, in image order, so every thread count gives the same
+# bits. Off the host (CuPy, the fake device) the part runs once over the batch.
+
+
+def _part(g, lo, hi):
+    """The geometry of images lo..hi of ``g``."""
+    p = copy.copy(g)
+    p.n = hi - lo
+    return p
+
+
+def _by_images(xp, g, part):
+    """Run ``part(lo, hi, geometry)`` over the batch, split across the pool when
+    the conv is on the host and large enough (forward multiply-adds >=
+    pool.MIN_WORK)."""
+    work = g.n * g.o * g.ho * g.wo * g.kg if getattr(xp, "name", None) == "numpy" else 0
+    pool.parallel(g.n, lambda lo, hi: part(lo, hi, g if hi - lo == g.n else _part(g, lo, hi)),
+                  work)
 
 
 # The channels-last col2im wins on short output rows (LeNet's Wo=8, k5: 2x) and
@@ -232,9 +290,10 @@ def _weight_grad(xp, gy, cols, g):
 _CHANNELS_LAST_BELOW_WO = 12
 
 
-def _input_grad(xp, gy, w, g):
+def _input_grad(xp, gy, w, g, out=None):
     """The conv's input gradient (and a transposed conv's forward):
-    gy (N, O, Ho, Wo), w (O, Cg, kh, kw) -> (N, C, H, W), a new contiguous array.
+    gy (N, O, Ho, Wo), w (O, Cg, kh, kw) -> (N, C, H, W), a new contiguous array
+    (or ``out``, a contiguous array of that shape).
 
     Stride 1 with few output channels: a full correlation of gy with the
     flipped, transposed kernel -- one im2col of gy and one GEMM, no scatter.
@@ -261,18 +320,18 @@ def _input_grad(xp, gy, w, g):
         # (O, Cg, kh, kw) -> (G, Og, Cg, kh, kw) -> (G, Cg, Og, kh, kw) -> (G, Cg, Og*kh*kw)
         wf = w.reshape(g.g, og, cg, g.kh, g.kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
         wf = _wmat(xp.ascontiguousarray(wf), f)
-        return _gemm_forward(xp, _im2col(xp, gy, f), wf, f)
+        return _gemm_forward(xp, _im2col(xp, gy, f), wf, f, out)
     if g.wo < _CHANNELS_LAST_BELOW_WO and g.n * (g.c // g.g) >= 8 * g.wo and \
             not kernels.on_cuda(xp):  # a CPU layout trick; on CUDA the col2im kernel gathers
-        return _input_grad_channels_last(xp, gy, w, g)
+        return _input_grad_channels_last(xp, gy, w, g, out)
     wmat = _wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
     gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
     # (G, Kg, Og) @ (N, G, Og, P) -> (N, G, Kg, P)
     gcols = xp.matmul(wmat.transpose(0, 2, 1), gm)
-    return _col2im(xp, gcols, g, gy.dtype)
+    return _col2im(xp, gcols, g, gy.dtype, out)
 
 
-def _input_grad_channels_last(xp, gy, w, g):
+def _input_grad_channels_last(xp, gy, w, g, out=None):
     """:func:`_input_grad` by col2im with (N, Cg) innermost, for narrow outputs
     (small Wo), where the NCHW scatter would run numpy's inner loop over only
     Wo elements: gcols = gy^T @ W per kernel offset, one batched GEMM with
@@ -294,7 +353,7 @@ def _input_grad_channels_last(xp, gy, w, g):
     gxt = xp.zeros((g.g, g.h, g.w, g.n, cg), dtype=gy.dtype)  # (G, H, W, N, Cg)
     for i, j, ro, co, ri, ci in _offsets(g):
         gxt[:, ri, ci] += gcols[i, j, :, ro, co]
-    gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype)
+    gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype) if out is None else out
     # (G, H, W, N, Cg) -> (N, G, Cg, H, W) -> (N, C, H, W)
     gx.reshape(g.n, g.g, cg, g.h, g.w)[...] = gxt.transpose(3, 0, 4, 1, 2)
     return gx
@@ -423,9 +482,16 @@ class Conv2d(_Conv):
         g = _conv_geom(op, x, w, stride, padding, dilation, groups)
         xp = ctx.xp
         nx, nw, _ = ctx.needs_input_grad
-        cols = _im2col(xp, x, g)  # (N, G, Kg, P), saved for the weight gradient
         wmat = _wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
-        y = _add_bias(_gemm_forward(xp, cols, wmat, g), b)
+        cols = xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=x.dtype)  # saved for gW
+        y = xp.empty((g.n, g.o, g.ho, g.wo), dtype=x.dtype)
+
+        def part(lo, hi, p):
+            _im2col(xp, x[lo:hi], p, cols[lo:hi])
+            _gemm_forward(xp, cols[lo:hi], wmat, p, y[lo:hi])
+
+        _by_images(xp, g, part)
+        y = _add_bias(y, b)
         ctx.geom = g
         # x only for a recorded weight gradient that x itself needs a gradient of
         ctx.save_for_backward(cols if nw else None, w if nx else None, x if nx and nw else None)
@@ -435,8 +501,17 @@ class Conv2d(_Conv):
     def grads(xp, gy, cols, w, g, nx, nw):
         """gx by the adjoint (:func:`_input_grad`), gW from x's saved columns (first:
         its temporaries are gone before gx's are made)."""
-        gw = _weight_grad(xp, gy, cols, g) if nw else None
-        return (_input_grad(xp, gy, w, g) if nx else None), gw
+        gw = gx = None
+        if nw:
+            prod = _products_buffer(xp, g, gy.dtype)
+            _by_images(xp, g, lambda lo, hi, p: _weight_products(xp, gy[lo:hi], cols[lo:hi], p,
+                                                                 prod[lo:hi]))
+            gw = _weight_sum(prod, g)
+            del prod
+        if nx:
+            gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype)
+            _by_images(xp, g, lambda lo, hi, p: _input_grad(xp, gy[lo:hi], w, p, gx[lo:hi]))
+        return gx, gw
 
     @staticmethod
     def graph_grads(gy, saved, g, nx, nw):
@@ -496,7 +571,9 @@ class ConvTranspose2d(_Conv):
         g.ho, g.wo = h, wd
         xp = ctx.xp
         nx, nw, _ = ctx.needs_input_grad
-        y = _add_bias(_input_grad(xp, x, w, g), b)
+        y = xp.empty((n, cout, hout, wout), dtype=x.dtype)
+        _by_images(xp, g, lambda lo, hi, p: _input_grad(xp, x[lo:hi], w, p, y[lo:hi]))
+        y = _add_bias(y, b)
         ctx.geom = g
         ctx.save_for_backward(x if nw else None, w if nx else None)  # x: for the weight grad
         return y
@@ -515,10 +592,22 @@ class ConvTranspose2d(_Conv):
         output gradient: both from gy's columns."""
         if not (nx or nw):
             return None, None
-        cols = _im2col(xp, gy, g)  # (N, Cout, Hout, Wout) -> (N, G, Kg, H*W)
-        # (Cin, Cout/G, kh, kw) -> (G, Cin/G, Kg); (N, G, Cin/G, H*W) -> (N, Cin, H, W)
-        return (_gemm_forward(xp, cols, _wmat(w, g), g) if nx else None,
-                _weight_grad(xp, x, cols, g) if nw else None)  # -> (Cin, Cout/G, kh, kw)
+        # per chunk of images: gy's columns (N, Cout, Hout, Wout) -> (N, G, Kg, H*W), then
+        # gx = (G, Cin/G, Kg) @ cols -> (N, Cin, H, W) and x's weight products
+        cols = xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=gy.dtype)
+        gx = xp.empty((g.n, g.o, g.ho, g.wo), dtype=gy.dtype) if nx else None
+        prod = _products_buffer(xp, g, gy.dtype) if nw else None
+        wmat = _wmat(w, g) if nx else None
+
+        def part(lo, hi, p):
+            _im2col(xp, gy[lo:hi], p, cols[lo:hi])
+            if nx:
+                _gemm_forward(xp, cols[lo:hi], wmat, p, gx[lo:hi])
+            if nw:
+                _weight_products(xp, x[lo:hi], cols[lo:hi], p, prod[lo:hi])
+
+        _by_images(xp, g, part)
+        return gx, (_weight_sum(prod, g) if nw else None)  # -> (Cin, Cout/G, kh, kw)
 
 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ..args import torch_names
+from ..device import pool
 from ..dtypes import check_same_float
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
@@ -78,7 +79,7 @@ class Linear(Function):
             raise ShapeError(f"linear: bias {describe(b)} must have shape ({w.shape[0]},)")
         nx, nw, _ = ctx.needs_input_grad
         ctx.save_for_backward(x if nw else None, w if nx else None)
-        out = x @ w.T  # (..., in) @ (in, out) -> (..., out)
+        out = pool.matmul(x, w.T)  # (..., in) @ (in, out) -> (..., out)
         if b is not None:
             out += b
         return out
@@ -87,12 +88,13 @@ class Linear(Function):
     def backward(ctx, g):
         x, w = ctx.saved_tensors
         nx, nw, nb = ctx.needs_input_grad
-        gx = g @ w if nx else None
+        gx = pool.matmul(g, w) if nx else None  # (..., out) @ (out, in) -> (..., in)
         gw = gb = None
         if nw or nb:
             g2 = g.reshape((-1, g.shape[-1]))  # (..., out) -> (M, out)
             if nw:
-                gw = g2.T @ x.reshape((-1, x.shape[-1]))  # (out, M) @ (M, in) -> (out, in)
+                # (out, M) @ (M, in) -> (out, in)
+                gw = pool.matmul(g2.T, x.reshape((-1, x.shape[-1])))
             if nb:
                 gb = g2.sum(axis=0)
         return gx, gw, gb

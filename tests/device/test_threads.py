@@ -1,4 +1,4 @@
-"""tapegrad.set_num_threads / get_num_threads: default, validation, BLAS control."""
+"""tapegrad.set_num_threads / get_num_threads: default, validation, BLAS pinning."""
 
 import ast
 import os
@@ -56,10 +56,16 @@ def test_set_num_threads_rejects_non_positive_ints(fresh, bad, exc):
     assert threads._num_threads is None  # nothing changed
 
 
-def test_set_without_threadpoolctl_records_the_count(fresh):
-    fresh.setattr(threads, "_set_blas_threads", lambda n: False)
+def test_set_without_threadpoolctl_records_the_count_and_keeps_the_pool_off(fresh):
+    from tapegrad.device import pool
+
+    fresh.setattr(threads, "_pinned", False)  # as if threadpoolctl were missing
     tg.set_num_threads(3)
     assert tg.get_num_threads() == 3
+    assert pool.active_threads() == 1
+    seen = []
+    pool.parallel(10, lambda lo, hi: seen.append((lo, hi)))
+    assert seen == [(0, 10)]  # one piece, in the caller
 
 
 _BLAS_CHILD = """
@@ -74,7 +80,7 @@ print(repr((before, one, (blas(), tg.get_num_threads()))))
 """
 
 
-def test_set_num_threads_sets_blas_threads():
+def test_set_num_threads_pins_blas_to_one_thread():
     pytest.importorskip("threadpoolctl")
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "2"}
     out = subprocess.run([sys.executable, "-c", _BLAS_CHILD], capture_output=True, text=True,
@@ -82,5 +88,6 @@ def test_set_num_threads_sets_blas_threads():
     before, one, two = ast.literal_eval(out)
     if not before:
         pytest.skip("no BLAS library that threadpoolctl controls")
+    assert before == [2]
     assert one == ([1], 1)
-    assert two == ([2], 2)
+    assert two == ([1], 2)  # tapegrad's pool has 2 threads, each calling BLAS on one

@@ -1,0 +1,187 @@
+"""The CPU worker pool: how tapegrad's ops use more than one core.
+
+An op that splits its work calls :func:`parallel` with the number of
+independent items (images of a batch, rows of a matrix product) and an
+estimate of the work; the items are cut into one contiguous chunk per thread,
+the caller runs the first chunk itself and persistent worker threads the
+others (NumPy releases the GIL inside BLAS calls, ufunc loops and large
+copies, so the chunks run at the same time). Nothing is split when the pool
+is off (one thread, or BLAS could not be pinned), when the work is below
+:data:`MIN_WORK` (a split costs one hand-off and one wake-up, 10-30 us), or
+while the pool is busy (a second Python thread calling into tapegrad, or a
+chunk that itself calls :func:`parallel`): then ``fn(0, n)`` runs in the caller.
+
+Why not BLAS's own threads: OpenBLAS parallelises one large GEMM well but not
+the per-image GEMMs of a convolution (32-64 output channels, 1-4k pixels: one
+call with 2 threads is barely faster than with 1), and its thread count is one
+per process -- a worker cannot run BLAS single-threaded while another GEMM
+runs multi-threaded. So while the pool is on, the process's BLAS runs one
+thread per call (:mod:`.threads`) and every large GEMM of tapegrad's ops goes
+through a split here.
+
+Determinism: a chunk computes exactly what the single path computes for its
+items (same BLAS calls on the same shapes per item, BLAS at one thread), and
+reductions across items happen after the join, in item order, so results are
+bitwise equal to ``set_num_threads(1)``. The tests check this per op.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+
+import numpy as np
+
+from . import threads
+
+__all__ = ["parallel", "chunks", "active_threads", "matmul", "MIN_WORK", "ROW_BLOCK"]
+
+# Work (multiply-adds, or element passes for memory-bound ops) below which an op
+# runs in one piece: ~2-4 ms of GEMM per 1e8 MACs on this machine kind, so a chunk
+# of MIN_WORK / 2 takes ~50 us against a 10-30 us hand-off (benchmarks/bench_threads.py).
+MIN_WORK = 4_000_000
+
+
+class _Pool:
+    """``n - 1`` daemon threads, each with its own inbox; :meth:`run` hands
+    tasks 1.. to them, runs task 0 in the caller, waits for all, and re-raises
+    the first exception (after every task has finished)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.lock = threading.Lock()  # held by the one caller using the pool
+        self._inboxes = [queue.SimpleQueue() for _ in range(n - 1)]
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        for i, inbox in enumerate(self._inboxes):
+            threading.Thread(target=self._serve, args=(inbox,), daemon=True,
+                             name=f"tapegrad-worker-{i + 1}").start()
+
+    def _serve(self, inbox):
+        while True:
+            task = inbox.get()
+            if task is None:
+                return
+            fn, lo, hi = task
+            try:
+                fn(lo, hi)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                self._done.put(exc)
+            else:
+                self._done.put(None)
+
+    def run(self, fn, spans):
+        for inbox, (lo, hi) in zip(self._inboxes, spans[1:]):
+            inbox.put((fn, lo, hi))
+        error = None
+        try:
+            fn(*spans[0])
+        except BaseException as exc:  # noqa: BLE001 - after the workers are done
+            error = exc
+        for _ in spans[1:]:
+            result = self._done.get()
+            error = error or result
+        if error is not None:
+            raise error
+
+    def close(self):
+        for inbox in self._inboxes:
+            inbox.put(None)
+
+
+_pool: _Pool | None = None
+
+
+def _reset_after_fork():
+    """A forked child has the parent's pool object but none of its threads."""
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def active_threads() -> int:
+    """How many threads :func:`parallel` splits into now: ``get_num_threads()``
+    when BLAS could be pinned to one thread (threadpoolctl installed), else 1."""
+    n = threads.get_num_threads()
+    if n > 1 and not threads.pin_blas():
+        return 1
+    return n
+
+
+def _get_pool(n: int) -> _Pool:
+    global _pool
+    if _pool is None or _pool.n != n:
+        if _pool is not None:
+            _pool.close()
+        _pool = _Pool(n)
+    return _pool
+
+
+def chunks(n: int, k: int) -> list[tuple[int, int]]:
+    """``[0, n)`` cut into at most ``k`` contiguous spans, sizes differing by at
+    most one, the larger first: ``chunks(5, 2) == [(0, 3), (3, 5)]``."""
+    k = max(1, min(k, n))
+    q, r = divmod(n, k)
+    spans, lo = [], 0
+    for i in range(k):
+        hi = lo + q + (i < r)
+        spans.append((lo, hi))
+        lo = hi
+    return spans
+
+
+def parallel(n: int, fn, work: float = float("inf"), min_items: int = 2) -> None:
+    """Run ``fn(lo, hi)`` over ``[0, n)``: in chunks on the pool when it is on,
+    ``n >= min_items`` and ``work >= MIN_WORK``; else as ``fn(0, n)``. ``fn`` must
+    write disjoint parts of its outputs for disjoint spans and may run in any
+    thread; exceptions propagate to the caller."""
+    k = threads.get_num_threads()
+    if k < 2 or n < max(2, min_items) or work < MIN_WORK or not threads.pin_blas():
+        fn(0, n)
+        return
+    pool = _get_pool(k)
+    if not pool.lock.acquire(blocking=False):  # busy: another caller, or nested
+        fn(0, n)
+        return
+    try:
+        pool.run(fn, chunks(n, k))
+    finally:
+        pool.lock.release()
+
+
+# matmul's unit of work: OpenBLAS's result for a block of rows depends on how many
+# rows the call has (its kernels for the row tail differ), so the rows are always
+# computed in blocks of this many, whatever the thread count; the pool hands the
+# threads contiguous runs of blocks. 32 rows cost 10-20% over one call at one
+# thread (measured on LeNet's and VGG-small's linear shapes).
+ROW_BLOCK = 32
+
+
+def matmul(a, b):
+    """``a @ b`` for NumPy arrays, the result's rows split across the pool:
+    ``a`` (m, k) with any strides (a transposed view too) or (..., m, k)
+    C-contiguous (the leading axes fold into the rows, as a linear layer's
+    input), ``b`` (k, n). At ``MIN_WORK`` multiply-adds and more the rows go in
+    blocks of :data:`ROW_BLOCK` (so every thread count gives the same bits);
+    anything else (other array types, a batched ``b``, small products) is plain
+    ``a @ b``."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or b.ndim != 2 or a.ndim < 2 \
+            or a.shape[-1] != b.shape[0] or (a.ndim > 2 and not a.flags.c_contiguous):
+        return a @ b
+    k, n = b.shape
+    rows = a.size // k if k else 0
+    work = rows * k * n
+    if work < MIN_WORK or rows <= ROW_BLOCK:
+        return a @ b
+    a2 = a.reshape(rows, k)
+    out = np.empty((rows, n), dtype=np.result_type(a, b))
+
+    def part(lo, hi):  # blocks lo..hi
+        for r in range(lo * ROW_BLOCK, min(rows, hi * ROW_BLOCK), ROW_BLOCK):
+            np.matmul(a2[r:r + ROW_BLOCK], b, out=out[r:r + ROW_BLOCK])
+
+    parallel(-(-rows // ROW_BLOCK), part, work)
+    return out.reshape(a.shape[:-1] + (n,))

@@ -1,0 +1,184 @@
+"""tapegrad.device.pool: the split, its fallbacks, and that every split op gives
+the same bits at every thread count."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import ops
+from tapegrad.device import pool, threads
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """The pool on with 2 threads and no work threshold; the count restored after."""
+    if not threads.pin_blas():
+        pytest.skip("threadpoolctl is not installed: the pool stays off")
+    monkeypatch.setattr(pool, "MIN_WORK", 0)
+    before = tg.get_num_threads()
+    tg.set_num_threads(2)
+    yield
+    tg.set_num_threads(before)
+
+
+@pytest.mark.parametrize("n, k, expect", [(5, 2, [(0, 3), (3, 5)]), (4, 2, [(0, 2), (2, 4)]),
+                                          (1, 4, [(0, 1)]), (7, 3, [(0, 3), (3, 5), (5, 7)])])
+def test_chunks_are_contiguous_and_balanced(n, k, expect):
+    assert pool.chunks(n, k) == expect
+
+
+def test_parallel_runs_every_chunk_once_in_two_threads(two_threads):
+    seen, names = [], set()
+    lock = threading.Lock()
+
+    def part(lo, hi):
+        with lock:
+            seen.append((lo, hi))
+            names.add(threading.current_thread().name)
+
+    pool.parallel(9, part)
+    assert sorted(seen) == [(0, 5), (5, 9)]
+    assert len(names) == 2 and threading.current_thread().name in names
+
+
+def test_small_work_or_one_item_runs_in_one_piece(two_threads, monkeypatch):
+    seen = []
+    pool.parallel(1, lambda lo, hi: seen.append((lo, hi)))
+    monkeypatch.setattr(pool, "MIN_WORK", 100)
+    pool.parallel(8, lambda lo, hi: seen.append((lo, hi)), work=99)
+    assert seen == [(0, 1), (0, 8)]
+
+
+def test_nested_and_concurrent_calls_run_in_the_caller(two_threads):
+    inner = []
+
+    def part(lo, hi):  # a chunk that splits again: the pool is busy, so one piece
+        pool.parallel(4, lambda a, b: inner.append((lo, a, b)))
+
+    pool.parallel(2, part)
+    assert sorted(inner) == [(0, 0, 4), (1, 0, 4)]
+
+
+def test_an_exception_in_a_worker_reaches_the_caller_and_the_pool_survives(two_threads):
+    def part(lo, hi):
+        if lo > 0:
+            raise ValueError(f"chunk {lo}")
+
+    with pytest.raises(ValueError, match="chunk"):
+        pool.parallel(4, part)
+    seen = []
+    pool.parallel(4, lambda lo, hi: seen.append(lo))
+    assert sorted(seen) == [0, 2]
+
+
+def test_pool_matmul_splits_rows_and_falls_back_elsewhere(two_threads, monkeypatch):
+    monkeypatch.setattr(pool, "ROW_BLOCK", 4)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((37, 50), dtype=np.float32), rng.standard_normal((50, 9),
+                                                                              dtype=np.float32)
+    af = np.asfortranarray(a)  # strided rows (BLAS's transposed path: other bits than a's)
+    ref = np.concatenate([a[r:r + 4] @ b for r in range(0, 37, 4)])  # blocks of ROW_BLOCK rows
+    ref_f = np.concatenate([af[r:r + 4] @ b for r in range(0, 37, 4)])
+    for n in (1, 2, 3):
+        tg.set_num_threads(n)
+        assert np.array_equal(pool.matmul(a, b), ref)
+        assert np.array_equal(pool.matmul(af, b), ref_f)
+    a3 = a[:36].reshape(4, 9, 50)
+    assert np.array_equal(pool.matmul(a3, b), ref[:36].reshape(4, 9, 9))
+    batched = rng.standard_normal((4, 50, 9), dtype=np.float32)
+    assert np.array_equal(pool.matmul(a3, batched), a3 @ batched)
+    np.testing.assert_allclose(ref, a @ b, rtol=1e-5, atol=1e-5)
+
+
+# every op that splits, on shapes that take each of its kernels' branches
+_CONVS = [  # (x shape, w shape, kwargs)
+    ((5, 3, 9, 9), (4, 3, 3, 3), dict(padding=1)),                 # correlation input grad
+    ((5, 2, 11, 11), (8, 2, 3, 3), dict(stride=2)),                # col2im input grad
+    ((16, 4, 10, 10), (6, 4, 5, 5), dict()),                        # channels-last input grad
+    ((4, 4, 8, 8), (6, 2, 3, 3), dict(groups=2, padding=(1, 0, 2, 1), dilation=2)),
+]
+
+
+def _grads(fn, arrays):
+    leaves = [tg.tensor(a, requires_grad=True) for a in arrays]
+    y = fn(*leaves)
+    y.backward(tg.tensor(np.cos(np.arange(y.numel(), dtype=y.dtype)).reshape(y.shape)))
+    return [y.data.copy()] + [t.grad.data.copy() for t in leaves]
+
+
+def _same_bits_at_1_and_2_threads(fn, arrays):
+    tg.set_num_threads(1)
+    one = _grads(fn, arrays)
+    tg.set_num_threads(2)
+    two = _grads(fn, arrays)
+    for a, b in zip(one, two):
+        assert a.shape == b.shape and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("xs, ws, kw", _CONVS)
+def test_conv2d_is_bitwise_equal_at_every_thread_count(two_threads, xs, ws, kw):
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal(xs, dtype=np.float32), rng.standard_normal(ws, dtype=np.float32)
+    b = rng.standard_normal(ws[0], dtype=np.float32)
+    _same_bits_at_1_and_2_threads(lambda x, w, b: ops.conv2d(x, w, b, **kw), [x, w, b])
+
+
+@pytest.mark.parametrize("xs, ws, kw", _CONVS)
+def test_conv_transpose2d_is_bitwise_equal_at_every_thread_count(two_threads, xs, ws, kw):
+    rng = np.random.default_rng(2)
+    # the adjoint's shapes: x has the conv's output channels, w is (in, out/groups, kh, kw)
+    x = rng.standard_normal((xs[0], ws[0], 6, 7), dtype=np.float32)
+    w = rng.standard_normal(ws, dtype=np.float32)
+    _same_bits_at_1_and_2_threads(lambda x, w: ops.conv_transpose2d(x, w, **kw), [x, w])
+
+
+def test_linear_is_bitwise_equal_at_every_thread_count(two_threads, monkeypatch):
+    monkeypatch.setattr(pool, "ROW_BLOCK", 8)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 21, 40), dtype=np.float32)
+    w, b = rng.standard_normal((30, 40), dtype=np.float32), rng.standard_normal(30,
+                                                                              dtype=np.float32)
+    _same_bits_at_1_and_2_threads(ops.linear, [x, w, b])
+
+
+def test_split_conv_matches_torch(two_threads):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 3, 12, 12)).astype(np.float64)
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float64)
+    out = _grads(lambda x, w: ops.conv2d(x, w, padding=1, stride=2), [x, w])
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    yt = torch.nn.functional.conv2d(xt, wt, padding=1, stride=2)
+    yt.backward(torch.cos(torch.arange(yt.numel(), dtype=torch.float64)).reshape(yt.shape))
+    for a, b in zip(out, (yt, xt.grad, wt.grad)):
+        np.testing.assert_allclose(a, b.detach().numpy(), rtol=1e-10, atol=1e-10)
+
+
+_FORK_CHILD = """
+import os, numpy as np, tapegrad as tg
+from tapegrad import ops
+from tapegrad.device import pool
+pool.MIN_WORK = 0
+tg.set_num_threads(2)
+x = tg.tensor(np.ones((4, 2, 6, 6), np.float32))
+w = tg.tensor(np.ones((3, 2, 3, 3), np.float32))
+ops.conv2d(x, w)  # the pool's threads start in the parent
+pid = os.fork()
+if pid == 0:  # the child has no worker threads: a new pool must start
+    os._exit(0 if float(ops.conv2d(x, w).data.sum()) == 4 * 3 * 16 * 18 else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_starts_its_own_pool():
+    pytest.importorskip("threadpoolctl")
+    out = subprocess.run([sys.executable, "-c", _FORK_CHILD], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "0", out.stderr
