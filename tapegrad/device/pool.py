@@ -16,8 +16,9 @@ the per-image GEMMs of a convolution (32-64 output channels, 1-4k pixels: one
 call with 2 threads is barely faster than with 1), and its thread count is one
 per process -- a worker cannot run BLAS single-threaded while another GEMM
 runs multi-threaded. So while the pool is on, the process's BLAS runs one
-thread per call (:mod:`.threads`) and every large GEMM of tapegrad's ops goes
-through a split here.
+thread per call (:mod:`.threads`), and the GEMMs of convolutions and linear
+layers go through a split here (batched ``matmul`` with a batched right
+operand, batch norm, pooling and elementwise ops are not split yet).
 
 Determinism: a chunk computes exactly what the single path computes for its
 items (same BLAS calls on the same shapes per item, BLAS at one thread), and
@@ -37,9 +38,9 @@ from . import threads
 
 __all__ = ["parallel", "chunks", "active_threads", "matmul", "MIN_WORK", "ROW_BLOCK"]
 
-# Work (multiply-adds, or element passes for memory-bound ops) below which an op
-# runs in one piece: ~2-4 ms of GEMM per 1e8 MACs on this machine kind, so a chunk
-# of MIN_WORK / 2 takes ~50 us against a 10-30 us hand-off (benchmarks/bench_threads.py).
+# Work (multiply-adds) below which an op runs in one piece: ~2-4 ms of GEMM per
+# 1e8 MACs on this machine kind, so a chunk of MIN_WORK / 2 takes ~50 us against a
+# 10-30 us hand-off (benchmarks/bench_threads.py).
 MIN_WORK = 4_000_000
 
 
@@ -133,13 +134,13 @@ def chunks(n: int, k: int) -> list[tuple[int, int]]:
     return spans
 
 
-def parallel(n: int, fn, work: float = float("inf"), min_items: int = 2) -> None:
+def parallel(n: int, fn, work: float = float("inf")) -> None:
     """Run ``fn(lo, hi)`` over ``[0, n)``: in chunks on the pool when it is on,
-    ``n >= min_items`` and ``work >= MIN_WORK``; else as ``fn(0, n)``. ``fn`` must
-    write disjoint parts of its outputs for disjoint spans and may run in any
-    thread; exceptions propagate to the caller."""
-    k = threads.get_num_threads()
-    if k < 2 or n < max(2, min_items) or work < MIN_WORK or not threads.pin_blas():
+    ``n >= 2`` and ``work >= MIN_WORK``; else as ``fn(0, n)``. ``fn`` must write
+    disjoint parts of its outputs for disjoint spans and may run in any thread;
+    exceptions propagate to the caller."""
+    k = active_threads() if n >= 2 and work >= MIN_WORK else 1
+    if k < 2:
         fn(0, n)
         return
     pool = _get_pool(k)
