@@ -15,6 +15,7 @@ import collections
 import io
 import unittest
 
+import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
@@ -92,18 +93,47 @@ def test_simple(case):
     _check(case)
 
 
+# Model-zoo graphs whose shipped reference cannot be met by any float32 engine whose
+# GEMM rounds identical rows differently, with the softmax input checked instead.
+ILL_CONDITIONED = {
+    # The light model's weights are constant, so all 1000 logits are equal in exact
+    # arithmetic and the reference is uniform (0.001). They reach 9.5e9, where one
+    # float32 ulp is 1024: OpenBLAS's SGEMM kernels accumulate identical rows in
+    # different orders (rows 6-11 of every 12 on this machine, at any thread count),
+    # so logits 1 ulp apart come out and softmax turns them into 0 or 0.002.
+    "test_squeezenet": "softmaxout_1",
+}
+
+
+def _softmax_input(model, output):
+    """``model`` with the input of the Softmax node that makes ``output`` exposed."""
+    (node,) = [n for n in model.graph.node if n.op_type == "Softmax" and output in n.output]
+    model.graph.output.append(onnx.ValueInfoProto(name=node.input[0]))
+    return model
+
+
+def _check_ill_conditioned(case, model, sets, output):
+    """The reference is uniform, so the logits must agree within float32 rounding of
+    their size, and the output must be the softmax of the logits computed."""
+    rep = backend.prepare(_softmax_input(model, output), "CPU")
+    for ins, outs in sets:
+        (expected,) = outs
+        assert np.ptp(expected) == 0, f"{case.name}: the reference is no longer uniform"
+        got, logits = (np.asarray(a, np.float64) for a in rep.run(ins))
+        spread = np.ptp(logits) / np.abs(logits).max()
+        assert spread <= 4 * np.finfo(np.float32).eps, (case.name, spread)
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        np.testing.assert_allclose(got, e / e.sum(axis=1, keepdims=True), rtol=1e-6)
+
+
 @pytest.mark.parametrize("case", _params("light"))
-def test_model_zoo_light(case, request):
+def test_model_zoo_light(case):
     """Every model-zoo graph must pass (no skip allowed)."""
-    if case.name == "test_squeezenet":
-        # OPEN BUG (found 2026-12-02, see DESIGN.md "Threads, third attempt"): with
-        # NumPy's BLAS at one thread (OPENBLAS_NUM_THREADS=1, or once tapegrad's pool has
-        # pinned it) squeezenet's output is all zeros against 0.001; with BLAS at 2 threads
-        # it passes, before and after the pool was added. The first thing to fix.
-        request.applymarker(pytest.mark.xfail(strict=False,
-                                              reason="squeezenet wrong at 1 BLAS thread"))
     model, sets = case.load()
     assert backend.is_compatible(model), _missing_ops(model)
+    if case.name in ILL_CONDITIONED:
+        _check_ill_conditioned(case, model, sets, ILL_CONDITIONED[case.name])
+        return
     rep = backend.prepare(model, "CPU")
     for ins, outs in sets:
         suite.compare(outs, rep.run(ins), case.rtol, case.atol, case.name)
