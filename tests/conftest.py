@@ -27,3 +27,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def num_threads():
+    """``num_threads(n)`` sets tapegrad's thread count for the test (skipping it when
+    ``n > 1`` and the pool cannot be on: threadpoolctl missing); restored after."""
+    import tapegrad
+    from tapegrad.device import threads
+
+    before = tapegrad.get_num_threads()
+
+    def set_to(n):
+        if n > 1 and not threads.pin_blas():
+            pytest.skip("threadpoolctl is not installed: the pool stays off")
+        tapegrad.set_num_threads(n)
+
+    yield set_to
+    tapegrad.set_num_threads(before)

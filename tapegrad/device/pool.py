@@ -64,12 +64,16 @@ class _Pool:
             if task is None:
                 return
             fn, lo, hi = task
+            del task  # the task's closure holds the op's arrays: none kept while idle
             try:
                 fn(lo, hi)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
-                self._done.put(exc)
+                result = exc
             else:
-                self._done.put(None)
+                result = None
+            del fn
+            self._done.put(result)
+            del result
 
     def run(self, fn, spans):
         for inbox, (lo, hi) in zip(self._inboxes, spans[1:]):

@@ -1,29 +1,26 @@
 """tapegrad.device.pool: the split, its fallbacks, and that every split op gives
 the same bits at every thread count."""
 
+import gc
 import os
 import subprocess
 import sys
 import threading
+import weakref
 
 import numpy as np
 import pytest
 
 import tapegrad as tg
 from tapegrad import ops
-from tapegrad.device import pool, threads
+from tapegrad.device import pool
 
 
 @pytest.fixture
-def two_threads(monkeypatch):
+def two_threads(monkeypatch, num_threads):
     """The pool on with 2 threads and no work threshold; the count restored after."""
-    if not threads.pin_blas():
-        pytest.skip("threadpoolctl is not installed: the pool stays off")
+    num_threads(2)
     monkeypatch.setattr(pool, "MIN_WORK", 0)
-    before = tg.get_num_threads()
-    tg.set_num_threads(2)
-    yield
-    tg.set_num_threads(before)
 
 
 @pytest.mark.parametrize("n, k, expect", [(5, 2, [(0, 3), (3, 5)]), (4, 2, [(0, 2), (2, 4)]),
@@ -74,6 +71,31 @@ def test_an_exception_in_a_worker_reaches_the_caller_and_the_pool_survives(two_t
     seen = []
     pool.parallel(4, lambda lo, hi: seen.append(lo))
     assert sorted(seen) == [0, 2]
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_idle_workers_keep_nothing_of_the_last_task(two_threads, fails):
+    """A chunk's closure holds the op's arrays (columns, gradients): once the call
+    returns, no worker may keep it alive (tapegrad.memory_report counts what only
+    the tape holds, and backward frees a saved array when its last user is done)."""
+    class Held:
+        pass
+
+    held = Held()
+    ref = weakref.ref(held)
+
+    def part(lo, hi, held=held):
+        if fails and lo > 0:
+            raise ValueError("chunk")
+
+    if fails:
+        with pytest.raises(ValueError):
+            pool.parallel(2, part)
+    else:
+        pool.parallel(2, part)
+    del part, held
+    gc.collect()
+    assert ref() is None
 
 
 def test_pool_matmul_splits_rows_and_falls_back_elsewhere(two_threads, monkeypatch):
