@@ -131,7 +131,7 @@ def _conv_input_grad(g, size) -> int:
         f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
         pad, cols = _im2col_bytes(f, size)
         return max(pad + cols, cols + gx)
-    if g.wo < conv._CHANNELS_LAST_BELOW_WO and g.n * (g.c // g.g) >= 8 * g.wo:
+    if g.wo < conv._CHANNELS_LAST_BELOW_WO and g.batch * (g.c // g.g) >= 8 * g.wo:
         gyt = g.n * g.o * g.ho * g.wo * size
         gcols = g.kh * g.kw * g.n * g.c * g.ho * g.wo * size
         return gyt + gcols + 2 * gx  # the channels-last sum, then its NCHW copy

@@ -36,12 +36,21 @@ import numpy as np
 
 from . import threads
 
-__all__ = ["parallel", "chunks", "active_threads", "matmul", "MIN_WORK", "ROW_BLOCK"]
+__all__ = ["parallel", "chunks", "active_threads", "matmul", "MIN_WORK", "ELEMENT_WORK",
+           "ROW_BLOCK"]
 
 # Work (multiply-adds) below which an op runs in one piece: ~2-4 ms of GEMM per
 # 1e8 MACs on this machine kind, so a chunk of MIN_WORK / 2 takes ~50 us against a
-# 10-30 us hand-off (benchmarks/bench_threads.py).
+# 15-30 us hand-off (a queue round trip between two threads on this VM is 16-26 us;
+# benchmarks/bench_threads.py).
 MIN_WORK = 4_000_000
+
+# The work of one pass over one element of a streaming op (a multiply by a row of
+# coefficients, a compare, a masked copy): such a pass runs at 0.1-0.2 ns per float32
+# element, against ~0.04 ns per multiply-add of GEMM; with this weight a 1M-element
+# pass (150 us) is MIN_WORK. Measured: splitting np.multiply(a, row, out=a) over 2
+# threads costs 64 us against 30 us at 256k elements and gains 209 -> 120 us at 1M.
+ELEMENT_WORK = 4
 
 
 class _Pool:
@@ -138,11 +147,15 @@ def chunks(n: int, k: int) -> list[tuple[int, int]]:
     return spans
 
 
-def parallel(n: int, fn, work: float = float("inf")) -> None:
+def parallel(n: int, fn, work: float = float("inf"), xp=None) -> None:
     """Run ``fn(lo, hi)`` over ``[0, n)``: in chunks on the pool when it is on,
     ``n >= 2`` and ``work >= MIN_WORK``; else as ``fn(0, n)``. ``fn`` must write
     disjoint parts of its outputs for disjoint spans and may run in any thread;
-    exceptions propagate to the caller."""
+    exceptions propagate to the caller. ``xp``: the op's array module, when it may
+    be other than NumPy (an op's ``ctx.xp``): off the host (CuPy, the fake device)
+    the work runs in one piece."""
+    if xp is not None and getattr(xp, "name", None) != "numpy":
+        work = 0
     k = active_threads() if n >= 2 and work >= MIN_WORK else 1
     if k < 2:
         fn(0, n)

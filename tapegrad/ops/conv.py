@@ -72,7 +72,10 @@ class _Geom:
     -> y (N, O, Ho, Wo)`` (for a transposed conv: the conv it is the adjoint of)."""
 
     __slots__ = ("n", "c", "h", "w", "o", "kh", "kw", "g", "stride", "dilation", "pad",
-                 "ho", "wo")
+                 "ho", "wo", "batch")
+    # batch: the whole batch's N. A kernel that picks its branch by the batch size reads
+    # this, never ``n`` (which is a chunk's, under :func:`_by_images`), so that every
+    # thread count computes the same way and gives the same bits.
 
     def padded_shape(self):
         t, b, left, r = self.pad
@@ -280,9 +283,8 @@ def _by_images(xp, g, part):
     """Run ``part(lo, hi, geometry)`` over the batch, split across the pool when
     the conv is on the host and large enough (forward multiply-adds >=
     pool.MIN_WORK)."""
-    work = g.n * g.o * g.ho * g.wo * g.kg if getattr(xp, "name", None) == "numpy" else 0
     pool.parallel(g.n, lambda lo, hi: part(lo, hi, g if hi - lo == g.n else _part(g, lo, hi)),
-                  work)
+                  g.n * g.o * g.ho * g.wo * g.kg, xp)
 
 
 # The channels-last col2im wins on short output rows (LeNet's Wo=8, k5: 2x) and
@@ -311,6 +313,7 @@ def _input_grad(xp, gy, w, g, out=None):
         gy = gy[:, :, max(0, -pt):g.ho - max(0, -pb), max(0, -pl):g.wo - max(0, -pr)]
         f = _Geom()
         f.n, f.c, f.h, f.w = gy.shape
+        f.batch = g.batch
         f.o, f.kh, f.kw, f.g = g.c, g.kh, g.kw, g.g
         f.stride, f.dilation = (1, 1), g.dilation
         f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
@@ -321,7 +324,7 @@ def _input_grad(xp, gy, w, g, out=None):
         wf = w.reshape(g.g, og, cg, g.kh, g.kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
         wf = _wmat(xp.ascontiguousarray(wf), f)
         return _gemm_forward(xp, _im2col(xp, gy, f), wf, f, out)
-    if g.wo < _CHANNELS_LAST_BELOW_WO and g.n * (g.c // g.g) >= 8 * g.wo and \
+    if g.wo < _CHANNELS_LAST_BELOW_WO and g.batch * (g.c // g.g) >= 8 * g.wo and \
             not kernels.on_cuda(xp):  # a CPU layout trick; on CUDA the col2im kernel gathers
         return _input_grad_channels_last(xp, gy, w, g, out)
     wmat = _wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
@@ -360,7 +363,8 @@ def _input_grad_channels_last(xp, gy, w, g, out=None):
 
 
 def _add_bias(y, bias):
-    """y (N, O, Ho, Wo), a new array of this op, plus bias (O,), in place."""
+    """y (N, O, Ho, Wo), a new array of this op (or images of it), plus bias (O,), in
+    place."""
     if bias is not None:
         y += bias.reshape(1, bias.size, 1, 1)  # (O,) -> (1, O, 1, 1)
     return y
@@ -440,6 +444,7 @@ def _string_padding(op, padding, kernel, stride, dilation):
 def _conv_geom(op, x, w, stride, padding, dilation, groups):
     g = _Geom()
     g.n, g.c, g.h, g.w = x.shape
+    g.batch = g.n
     g.o, _, g.kh, g.kw = w.shape
     g.g = groups
     g.stride = pair(stride, "stride", op)
@@ -488,10 +493,9 @@ class Conv2d(_Conv):
 
         def part(lo, hi, p):
             _im2col(xp, x[lo:hi], p, cols[lo:hi])
-            _gemm_forward(xp, cols[lo:hi], wmat, p, y[lo:hi])
+            _add_bias(_gemm_forward(xp, cols[lo:hi], wmat, p, y[lo:hi]), b)
 
         _by_images(xp, g, part)
-        y = _add_bias(y, b)
         ctx.geom = g
         # x only for a recorded weight gradient that x itself needs a gradient of
         ctx.save_for_backward(cols if nw else None, w if nx else None, x if nx and nw else None)
@@ -567,13 +571,14 @@ class ConvTranspose2d(_Conv):
         # the conv2d whose input gradient this is: cout -> cin channels, hout -> h
         g = _Geom()
         g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.g = n, cout, hout, wout, cin, kh, kw, groups
+        g.batch = n
         g.stride, g.dilation, g.pad = (sh, sw), (dh, dw), (t, bt, left, r)
         g.ho, g.wo = h, wd
         xp = ctx.xp
         nx, nw, _ = ctx.needs_input_grad
         y = xp.empty((n, cout, hout, wout), dtype=x.dtype)
-        _by_images(xp, g, lambda lo, hi, p: _input_grad(xp, x[lo:hi], w, p, y[lo:hi]))
-        y = _add_bias(y, b)
+        _by_images(xp, g, lambda lo, hi, p: _add_bias(_input_grad(xp, x[lo:hi], w, p, y[lo:hi]),
+                                                      b))
         ctx.geom = g
         ctx.save_for_backward(x if nw else None, w if nx else None)  # x: for the weight grad
         return y

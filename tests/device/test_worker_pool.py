@@ -121,7 +121,7 @@ def test_pool_matmul_splits_rows_and_falls_back_elsewhere(two_threads, monkeypat
 _CONVS = [  # (x shape, w shape, kwargs)
     ((5, 3, 9, 9), (4, 3, 3, 3), dict(padding=1)),                 # correlation input grad
     ((5, 2, 11, 11), (8, 2, 3, 3), dict(stride=2)),                # col2im input grad
-    ((16, 4, 10, 10), (6, 4, 5, 5), dict()),                        # channels-last input grad
+    ((16, 4, 10, 10), (12, 4, 5, 5), dict()),                       # channels-last input grad
     ((4, 4, 8, 8), (6, 2, 3, 3), dict(groups=2, padding=(1, 0, 2, 1), dilation=2)),
 ]
 
@@ -133,30 +133,56 @@ def _grads(fn, arrays):
     return [y.data.copy()] + [t.grad.data.copy() for t in leaves]
 
 
-def _same_bits_at_1_and_2_threads(fn, arrays):
+def _same_bits_at_1_and_2_threads(fn, arrays, monkeypatch=None):
+    """Output and every gradient bitwise equal at 1 and 2 threads; with
+    ``monkeypatch``, also that the 2-thread run did split (handed chunks to a worker)."""
     tg.set_num_threads(1)
     one = _grads(fn, arrays)
     tg.set_num_threads(2)
+    splits = []
+    if monkeypatch is not None:
+        run = pool._Pool.run
+        monkeypatch.setattr(pool._Pool, "run",
+                            lambda self, f, spans: (splits.append(len(spans)), run(self, f, spans)))
     two = _grads(fn, arrays)
     for a, b in zip(one, two):
         assert a.shape == b.shape and np.array_equal(a, b)
+    assert monkeypatch is None or splits, "nothing was split"
 
 
 @pytest.mark.parametrize("xs, ws, kw", _CONVS)
-def test_conv2d_is_bitwise_equal_at_every_thread_count(two_threads, xs, ws, kw):
+def test_conv2d_is_bitwise_equal_at_every_thread_count(two_threads, xs, ws, kw, monkeypatch):
     rng = np.random.default_rng(1)
     x, w = rng.standard_normal(xs, dtype=np.float32), rng.standard_normal(ws, dtype=np.float32)
     b = rng.standard_normal(ws[0], dtype=np.float32)
-    _same_bits_at_1_and_2_threads(lambda x, w, b: ops.conv2d(x, w, b, **kw), [x, w, b])
+    _same_bits_at_1_and_2_threads(lambda x, w, b: ops.conv2d(x, w, b, **kw), [x, w, b],
+                                  monkeypatch)
 
 
 @pytest.mark.parametrize("xs, ws, kw", _CONVS)
-def test_conv_transpose2d_is_bitwise_equal_at_every_thread_count(two_threads, xs, ws, kw):
+def test_conv_transpose2d_is_bitwise_equal_at_every_thread_count(two_threads, xs, ws, kw,
+                                                                  monkeypatch):
     rng = np.random.default_rng(2)
     # the adjoint's shapes: x has the conv's output channels, w is (in, out/groups, kh, kw)
     x = rng.standard_normal((xs[0], ws[0], 6, 7), dtype=np.float32)
     w = rng.standard_normal(ws, dtype=np.float32)
-    _same_bits_at_1_and_2_threads(lambda x, w: ops.conv_transpose2d(x, w, **kw), [x, w])
+    _same_bits_at_1_and_2_threads(lambda x, w: ops.conv_transpose2d(x, w, **kw), [x, w],
+                                  monkeypatch)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("training, affine", [(True, True), (True, False), (False, True)])
+def test_batch_norm_is_bitwise_equal_at_every_thread_count(two_threads, training, affine,
+                                                           dtype, monkeypatch):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((5, 3, 4, 7)) * 3 + 10).astype(dtype)
+    params = [rng.standard_normal(3).astype(dtype) for _ in range(2)] if affine else []
+
+    def bn(x, *wb):
+        stats = tg.tensor(np.linspace(-1, 1, 3, dtype=dtype)), tg.ones(3, dtype=dtype)
+        return ops.batch_norm(x, *stats, *wb, training=training)
+
+    _same_bits_at_1_and_2_threads(bn, [x, *params], monkeypatch)
 
 
 def test_linear_is_bitwise_equal_at_every_thread_count(two_threads, monkeypatch):
