@@ -36,8 +36,8 @@ import numpy as np
 
 from . import threads
 
-__all__ = ["parallel", "chunks", "active_threads", "matmul", "MIN_WORK", "ELEMENT_WORK",
-           "ROW_BLOCK"]
+__all__ = ["parallel", "chunks", "active_threads", "matmul", "streamed", "MIN_WORK",
+           "ELEMENT_WORK", "ROW_BLOCK", "STREAM_ROW"]
 
 # Work (multiply-adds) below which an op runs in one piece: ~2-4 ms of GEMM per
 # 1e8 MACs on this machine kind, so a chunk of MIN_WORK / 2 takes ~50 us against a
@@ -203,3 +203,29 @@ def matmul(a, b):
 
     parallel(-(-rows // ROW_BLOCK), part, work)
     return out.reshape(a.shape[:-1] + (n,))
+
+
+# streamed's row: the flat arrays as (rows, STREAM_ROW) views, so that a ufunc against a
+# (STREAM_ROW,) row of constants runs NumPy's contiguous SIMD loop (np.maximum(x, 0)
+# against a 0-d zero takes 0.72 ms per 1M float32, against a zero row 0.20 ms)
+STREAM_ROW = 4096
+
+
+def streamed(fn, out, *arrays, passes: int = 1) -> bool:
+    """``fn(out_part, *parts)`` over C-contiguous NumPy arrays of ``out``'s shape, each
+    cut into (r, STREAM_ROW) blocks of its flat data (and a 1-D tail), the blocks split
+    across the pool (``passes`` streaming passes per element). Elementwise ``fn`` only:
+    a part is any piece of the flat data. Returns False, having done nothing, when an
+    array is of another type or layout (the caller then runs its plain expression)."""
+    for a in (out, *arrays):
+        if type(a) is not np.ndarray or not a.flags.c_contiguous or a.shape != out.shape:
+            return False
+    flat = [a.reshape(-1) for a in (out, *arrays)]
+    rows, tail = divmod(out.size, STREAM_ROW)
+    if rows:
+        blocks = [f[:rows * STREAM_ROW].reshape(rows, STREAM_ROW) for f in flat]
+        parallel(rows, lambda lo, hi: fn(*(b[lo:hi] for b in blocks)),
+                 out.size * passes * ELEMENT_WORK)
+    if tail:
+        fn(*(f[rows * STREAM_ROW:] for f in flat))
+    return True

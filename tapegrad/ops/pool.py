@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..args import check_float, padding4, pair, raw
-from ..device import kernels
+from ..device import kernels, pool
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from . import _cuda_pool
@@ -155,6 +155,16 @@ def _index_dtype(xp, k):
     return xp.int8 if k <= 127 else xp.int16 if k <= 32767 else xp.int32
 
 
+def _offsets(xp, geo, x, fill):
+    """``at(i, j)``: kernel offset (i, j) of every window of ``x`` (N, C, H, W), an
+    (N, C, Ho, Wo) view (of ``x``'s tiles, or of a copy padded with ``fill``)."""
+    if geo.fast:
+        t = geo.tiles(x)  # (N, C, Ho, kh, Wo, kw)
+        return lambda i, j: t[:, :, :, i, :, j]  # (N, C, Ho, Wo)
+    win = geo.windows(xp, x, fill)  # (N, C, Ho, Wo, kh, kw)
+    return lambda i, j: win[:, :, :, :, i, j]  # (N, C, Ho, Wo)
+
+
 def _pytorch_argmax_at_nan_and_neginf(xp, geo, at, best, idx):
     """Correct, in place, the indices of the strict ``>`` scan where it differs
     from PyTorch's ``if (val > maxval || isnan(val))``: windows holding a NaN
@@ -187,26 +197,30 @@ class MaxPool2d(Function):
                 ctx.geo = geo
                 ctx.save_for_backward(idx)
             return best
-        if geo.fast:
-            t = geo.tiles(x)  # (N, C, Ho, kh, Wo, kw)
-            at = lambda i, j: t[:, :, :, i, :, j]  # (N, C, Ho, Wo)
-        else:
-            win = geo.windows(xp, x, -xp.inf)  # (N, C, Ho, Wo, kh, kw)
-            at = lambda i, j: win[:, :, :, :, i, j]  # (N, C, Ho, Wo)
-        best = at(0, 0).copy()
+        n, c = x.shape[:2]
+        best = xp.empty((n, c) + geo.out, dtype=x.dtype)
         idx = xp.zeros(best.shape, dtype=_index_dtype(xp, kh * kw)) \
             if ctx.needs_input_grad[0] else None
-        for k in range(1, kh * kw):
-            v = at(*divmod(k, kw))
-            if idx is not None:
-                better = v > best  # strict: ties keep the earlier offset
-                # idx = where(better, k, idx), as integer arithmetic (much faster)
-                b = better.view(idx.dtype) if idx.dtype == xp.int8 else better.astype(idx.dtype)
-                idx += b * (k - idx)
-            xp.maximum(best, v, out=best)  # NaN propagates, like PyTorch
+
+        def part(lo, hi):  # images lo..hi: a running max over the kernel offsets
+            b, ix = best[lo:hi], None if idx is None else idx[lo:hi]
+            at = _offsets(xp, geo, x[lo:hi], -xp.inf)
+            b[...] = at(0, 0)
+            for k in range(1, kh * kw):
+                v = at(*divmod(k, kw))
+                if ix is not None:
+                    better = v > b  # strict: ties keep the earlier offset
+                    # idx = where(better, k, idx), as integer arithmetic (much faster)
+                    m = better.view(ix.dtype) if ix.dtype == xp.int8 else better.astype(ix.dtype)
+                    ix += m * (k - ix)
+                xp.maximum(b, v, out=b)  # NaN propagates, like PyTorch
+
+        # 2-4 passes per window offset over the output, split by images on the host
+        pool.parallel(n, part, best.size * kh * kw * 3 * pool.ELEMENT_WORK, xp)
         if idx is not None:
             if not bool(xp.isfinite(best).all()):
-                _pytorch_argmax_at_nan_and_neginf(xp, geo, at, best, idx)
+                _pytorch_argmax_at_nan_and_neginf(xp, geo, _offsets(xp, geo, x, -xp.inf), best,
+                                                  idx)
             ctx.geo = geo
             ctx.save_for_backward(idx)
         return best
@@ -230,25 +244,35 @@ def _max_scatter(xp, g, idx, geo):
     # g * (idx == k) is much faster than where(idx == k, g, 0) but turns an
     # infinite upstream gradient into NaN at the non-winners: fall back then.
     finite = bool(xp.isfinite(g).all())
+    zero = xp.zeros((), dtype=g.dtype)
 
-    def routed(k, out=None):
+    def routed(gs, ids, k, out):  # gs where the window's argmax is offset k, else 0
         if finite:
-            return xp.multiply(g, idx == k, out=out)
-        r = xp.where(idx == k, g, xp.zeros((), dtype=g.dtype))
-        if out is None:
-            return r
-        out[...] = r
+            return xp.multiply(gs, ids == k, out=out)
+        out[...] = xp.where(ids == k, gs, zero)
         return out
 
+    # one pass per kernel offset over the output, split by images on the host
+    work = g.size * kh * kw * 2 * pool.ELEMENT_WORK
     if geo.fast:
         gt = xp.empty((n, c, ho, kh, wo, kw), dtype=g.dtype)
-        for k in range(kh * kw):
-            i, j = divmod(k, kw)
-            routed(k, out=gt[:, :, :, i, :, j])
+
+        def part(lo, hi):
+            for k in range(kh * kw):
+                i, j = divmod(k, kw)
+                routed(g[lo:hi], idx[lo:hi], k, gt[lo:hi, :, :, i, :, j])
+
+        pool.parallel(n, part, work, xp)
         return geo.untile(xp, gt)
     gbuf = xp.zeros((n, c) + geo.buf, dtype=g.dtype)
-    for k in range(kh * kw):
-        gbuf[geo.offset_slices(*divmod(k, kw))] += routed(k)
+
+    def part(lo, hi):
+        tmp = xp.empty((hi - lo, c, ho, wo), dtype=g.dtype)
+        for k in range(kh * kw):
+            gbuf[lo:hi][geo.offset_slices(*divmod(k, kw))] += routed(g[lo:hi], idx[lo:hi], k,
+                                                                     tmp)
+
+    pool.parallel(n, part, work, xp)
     return geo.unpad(gbuf)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..device import get_array_module, kernels
+import numpy as np
+
+from ..device import get_array_module, kernels, pool
 from ..errors import ArgumentError
 from .optimizer import Optimizer, _on_cuda, required
 
@@ -100,39 +102,53 @@ class SGD(Optimizer):
             raise ArgumentError("SGD: Nesterov momentum needs momentum > 0 and dampening 0")
 
     def _update(self, p, g, state, group):
-        lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
         if _on_cuda(p, g):
             return _update_cuda(p, g, state, group)
-        owned = False  # whether d is a temporary we may overwrite
-        d = g
-        if wd != 0:
-            d = p * wd
-            d += g
-            owned = True
-        if mom != 0:
-            buf = state.get("momentum_buffer")
-            if buf is None:
-                buf = state["momentum_buffer"] = d.copy()
-            else:
-                buf *= mom
-                damp = group["dampening"]
-                if damp == 0:
-                    buf += d
-                else:
-                    buf += d * (1 - damp)
-            if group["nesterov"]:
-                if owned:
-                    d += mom * buf
-                else:
-                    d = g + mom * buf
-                    owned = True
-            else:
-                d, owned = buf, False
-        if owned:
-            d *= lr
-            p -= d
+        buf = state.get("momentum_buffer") if group["momentum"] != 0 else None
+        first = group["momentum"] != 0 and buf is None
+        if first:  # filled with d by the step
+            buf = state["momentum_buffer"] = \
+                np.empty_like(p) if type(p) is np.ndarray else p.copy()
+        arrays = (p, g) if buf is None else (p, g, buf)
+        step = lambda p, g, buf=None: _step(p, g, buf, first, group)  # noqa: E731
+        # elementwise: on the host split across the pool in pieces of the flat arrays
+        if not pool.streamed(step, *arrays, passes=6):
+            step(*arrays)
+
+
+def _step(p, g, buf, first, group):
+    """The update of one parameter (or a piece of it), in place: ``p``, ``g`` and the
+    momentum buffer ``buf`` (None without momentum; set to d on the ``first`` step)."""
+    lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
+    owned = False  # whether d is a temporary we may overwrite
+    d = g
+    if wd != 0:
+        d = p * wd
+        d += g
+        owned = True
+    if mom != 0:
+        if first:
+            buf[...] = d
         else:
-            p -= lr * d
+            buf *= mom
+            damp = group["dampening"]
+            if damp == 0:
+                buf += d
+            else:
+                buf += d * (1 - damp)
+        if group["nesterov"]:
+            if owned:
+                d += mom * buf
+            else:
+                d = g + mom * buf
+                owned = True
+        else:
+            d, owned = buf, False
+    if owned:
+        d *= lr
+        p -= d
+    else:
+        p -= lr * d
 
 
 def _update_cuda(p, g, state, group):

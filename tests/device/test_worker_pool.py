@@ -145,8 +145,8 @@ def _same_bits_at_1_and_2_threads(fn, arrays, monkeypatch=None):
         monkeypatch.setattr(pool._Pool, "run",
                             lambda self, f, spans: (splits.append(len(spans)), run(self, f, spans)))
     two = _grads(fn, arrays)
-    for a, b in zip(one, two):
-        assert a.shape == b.shape and np.array_equal(a, b)
+    for a, b in zip(one, two):  # the same bytes (NaNs included)
+        assert a.shape == b.shape and a.tobytes() == b.tobytes()
     assert monkeypatch is None or splits, "nothing was split"
 
 
@@ -230,3 +230,65 @@ def test_a_forked_child_starts_its_own_pool():
     out = subprocess.run([sys.executable, "-c", _FORK_CHILD], capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.strip() == "0", out.stderr
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2),                            # tiles
+                                dict(kernel_size=3, stride=2, padding=1),       # windows
+                                dict(kernel_size=2, ceil_mode=True)])           # ragged edge
+@pytest.mark.parametrize("special", [False, True])
+def test_max_pool_is_bitwise_equal_at_every_thread_count(two_threads, kw, special, monkeypatch):
+    x = np.random.default_rng(4).standard_normal((6, 3, 9, 9)).astype(np.float32)
+    if special:  # PyTorch's argmax rules for NaN and -inf windows run after the split
+        x[0, 0, :3, :3], x[5, 2, 4, 4] = -np.inf, np.nan
+    _same_bits_at_1_and_2_threads(lambda x: ops.max_pool2d(x, **kw), [x], monkeypatch)
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 4096 // 5 + 7), (2 * 4096,), (7,)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_relu_is_bitwise_equal_at_every_thread_count_and_to_maximum(two_threads, shape, dtype,
+                                                                    monkeypatch):
+    x = np.random.default_rng(5).standard_normal(shape).astype(dtype)
+    x.reshape(-1)[:4] = (-0.0, 0.0, np.nan, -np.inf)  # PyTorch's NaN rule, signed zeros
+    split = monkeypatch if x.size >= 2 * pool.STREAM_ROW else None  # rows to split
+    _same_bits_at_1_and_2_threads(ops.relu, [x], split)
+    xt = tg.tensor(x, requires_grad=True)
+    y = ops.relu(xt)
+    assert y.data.tobytes() == np.maximum(x, 0).tobytes()
+    g = np.cos(np.arange(x.size)).reshape(shape).astype(dtype)
+    y.backward(tg.tensor(g))
+    assert xt.grad.data.tobytes() == (g * (y.data != 0)).tobytes()
+
+
+def test_streamed_leaves_other_layouts_to_the_caller():
+    a = np.ones((4, 6), np.float32)
+    assert not pool.streamed(lambda o, x: None, a, a.T)  # not C-contiguous
+    assert not pool.streamed(lambda o, x: None, a, a[:2])  # another shape
+    out = np.empty_like(a)
+    assert pool.streamed(lambda o, x: np.negative(x, out=o), out, a) and (out == -1).all()
+
+
+@pytest.mark.parametrize("kw", [dict(momentum=0.9, weight_decay=1e-2),
+                                dict(momentum=0.9, nesterov=True),
+                                dict(momentum=0.5, dampening=0.3), dict(weight_decay=1e-3)])
+def test_sgd_is_bitwise_equal_at_every_thread_count(two_threads, kw, monkeypatch):
+    from tapegrad import optim
+
+    rng = np.random.default_rng(6)
+    p0 = rng.standard_normal((3, pool.STREAM_ROW + 5)).astype(np.float32)  # rows and a tail
+    grads = [rng.standard_normal(p0.shape).astype(np.float32) for _ in range(3)]
+    splits = []
+    run = pool._Pool.run
+
+    def steps(n):
+        tg.set_num_threads(n)
+        p = tg.tensor(p0.copy(), requires_grad=True)
+        opt = optim.SGD([p], lr=0.1, **kw)
+        for g in grads:  # the first step sets the momentum buffer, the others update it
+            p.grad = tg.tensor(g)
+            opt.step()
+        return p.data
+
+    one = steps(1)
+    monkeypatch.setattr(pool._Pool, "run",
+                        lambda self, f, spans: (splits.append(len(spans)), run(self, f, spans)))
+    assert steps(2).tobytes() == one.tobytes() and splits
