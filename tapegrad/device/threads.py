@@ -1,8 +1,8 @@
 """CPU thread count: ``set_num_threads`` / ``get_num_threads`` (PyTorch's names).
 
 The count is the number of threads tapegrad's CPU ops use. Convolutions
-(conv2d, conv_transpose2d) and linear layers split their work across a pool of
-that many threads
+(conv2d, conv_transpose2d), linear layers, max pooling, ReLU and the SGD update
+split their work across a pool of that many threads
 (:mod:`tapegrad.device.pool`), each calling BLAS single-threaded: OpenBLAS
 keeps one thread count per process and threads the per-image GEMMs of a
 convolution poorly, so while the pool is in use the process's BLAS is pinned

@@ -32,12 +32,10 @@ The local norms (local response norm, MatConvNet's ``vl_nnspnorm`` and
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 
 from ..args import check_float, raw, torch_names
-from ..device import pool
 from ..errors import ArgumentError, DeviceError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
@@ -73,13 +71,6 @@ def _rowdot(xp, a3, b3):
     """sum(a3 * b3, axis=2) through BLAS, no temporary: (N, C, L) x2 -> (N, C)."""
     # (N, C, 1, L) @ (N, C, L, 1) -> (N, C, 1, 1) -> (N, C)
     return xp.matmul(a3[:, :, None, :], b3[:, :, :, None])[:, :, 0, 0]
-
-
-def _by_images(xp, n, elements, fn, passes=2):
-    """``fn(lo, hi)`` over images lo..hi of an (N, C*L) array of ``elements`` values,
-    on the device pool when on the host and large enough (``passes`` streaming passes
-    per element)."""
-    pool.parallel(n, fn, elements * passes * pool.ELEMENT_WORK, xp)
 
 
 def _ema(t, value, momentum):
@@ -126,49 +117,21 @@ class BatchNorm(Function):
             weight = weight.astype(x.dtype, copy=False)  # float32 stays float32
         if bias is not None:
             bias = bias.astype(x.dtype, copy=False)
-        # on the host every pass runs over images lo..hi (rows of x2) on the device pool;
-        # the per-(n, c) sums are summed over n after the join, in order (same bits at
-        # every thread count); xc: the one (N, C*L) buffer, y at the end
-        split = functools.partial(_by_images, xp, n, x2.size)
-        on_cuda = xp.name == "cupy"
-        xc = None if on_cuda else xp.empty(x2.shape, x.dtype)
-        xc3 = None if on_cuda else xc.reshape(n, c, ln)  # (N, C*L) -> (N, C, L)
         if training:
             # shifted by one sample of each channel, so that a large mean with a
             # tiny spread loses no digits in the float32 sums
             shift = x2[0, ::ln]  # (C,): x[0, c, 0]
-            if on_cuda:
-                xc = x2 - _row(xp, shift, ln)
-                xc3 = xc.reshape(n, c, ln)
-                sums = _rowsum(xp, xc3)
-            else:
-                sums = xp.empty((n, c), x.dtype)
-                shift_row = _row(xp, shift, ln)
-
-                def centre(lo, hi):
-                    xp.subtract(x2[lo:hi], shift_row, out=xc[lo:hi])
-                    sums[lo:hi] = _rowsum(xp, xc3[lo:hi])
-
-                split(centre)
-            mean_s = sums.sum(axis=0) / m  # (N, C) -> (C,)
-            mean_row = _row(xp, mean_s, ln)
-
-            def squares(lo, hi):  # two-pass variance: stable for tiny var
-                xc[lo:hi] -= mean_row
-                sums[lo:hi] = _rowdot(xp, xc3[lo:hi], xc3[lo:hi])
-
-            if on_cuda:
-                xc -= mean_row
-                sums = _rowdot(xp, xc3, xc3)
-            else:
-                split(squares)
+            xc = x2 - _row(xp, shift, ln)  # (N, C*L), the one buffer: y at the end
+            xc3 = xc.reshape(n, c, ln)  # (N, C*L) -> (N, C, L)
+            mean_s = _rowsum(xp, xc3).sum(axis=0) / m  # (N, C) -> (C,)
+            xc -= _row(xp, mean_s, ln)  # two-pass variance: stable for tiny var
             sub = (shift, mean_s)  # y = ((x - shift) - mean_s) * scale + bias
             mean = mean_s + shift
             # x - mean in float32 misses the forward's (x - shift) - mean_s by the
             # rounding of mean (up to half an ulp of a large mean, which can be a
             # fair part of a tiny spread); delta puts it back in the backward
             delta = (mean - shift) - mean_s  # (C,), exact-ish (Sterbenz)
-            var = sums.sum(axis=0) / m  # (C,), biased
+            var = _rowdot(xp, xc3, xc3).sum(axis=0) / m  # (C,), biased
             if running_mean is not None:
                 _ema(running_mean, mean, momentum)
                 _ema(running_var, var * (m / (m - 1)), momentum)  # unbiased
@@ -179,26 +142,20 @@ class BatchNorm(Function):
             else:  # an empty batch in training without running statistics
                 mean, var = xp.zeros(c, x.dtype), xp.ones(c, x.dtype)
             delta = None
-            sub = (mean, xp.zeros_like(mean))  # y = ((x - mean) - 0) * scale + bias
+            if xp.name == "cupy":
+                sub = (mean, xp.zeros_like(mean))  # y = ((x - mean) - 0) * scale + bias
+            else:
+                xc = x2 - _row(xp, mean, ln)
         invstd = 1 / xp.sqrt(var + eps)  # (C,)
         scale = invstd if weight is None else invstd * weight
-        if on_cuda:  # one pass from x_in to y, the cast included
+        if xp.name == "cupy":  # one pass from x_in to y, the cast included
             a, b = (xp.ascontiguousarray(v) for v in sub)  # shift is a strided view of x
             y = _bn_forward(x_in.reshape(n, c * ln), a, b, scale,
                             scale if bias is None else bias, ln, c, int(bias is not None))
         else:
-            mean_row = None if training else _row(xp, mean, ln)
-            scale_row = _row(xp, scale, ln)
-            bias_row = None if bias is None else _row(xp, bias, ln)
-
-            def affine(lo, hi):  # y = x_hat * weight + bias, in place
-                if not training:
-                    xp.subtract(x2[lo:hi], mean_row, out=xc[lo:hi])
-                xc[lo:hi] *= scale_row
-                if bias_row is not None:
-                    xc[lo:hi] += bias_row
-
-            split(affine, passes=3)
+            xc *= _row(xp, scale, ln)  # y = x_hat * weight + bias, in place
+            if bias is not None:
+                xc += _row(xp, bias, ln)
             y = downcast(xc, x_in.dtype)
         nx, nw, nb = ctx.needs_input_grad
         ctx.training = training
@@ -219,31 +176,11 @@ class BatchNorm(Function):
         m = n * ln
         g2 = upcast(g).reshape(n, c * ln)  # (N, C, *) -> (N, C*L)
         g3 = g2.reshape(n, c, ln)  # (N, C*L) -> (N, C, L)
-        split = functools.partial(_by_images, xp, n, g2.size)
-        need_gb = nb or delta is not None
-        # per image: sum(g) and, with x, x recentred (the buffer that becomes dx) and
-        # sum(g * (x - mean)); summed over images after the join, in order
-        gbs = xp.empty((n, c), g2.dtype) if need_gb else None
-        xc = gxcs = None
-        if x is not None:  # x_hat = (x - mean + delta) * invstd
-            x2 = upcast(x).reshape(n, c * ln)
-            xc = xp.empty(x2.shape, x2.dtype)  # (N, C*L), becomes dx
-            xc3 = xc.reshape(n, c, ln)
-            gxcs = xp.empty((n, c), g2.dtype)
-            mean_row = _row(xp, mean, ln)
-
-        def sums(lo, hi):
-            if need_gb:
-                gbs[lo:hi] = _rowsum(xp, g3[lo:hi])
-            if x is not None:
-                xp.subtract(x2[lo:hi], mean_row, out=xc[lo:hi])
-                gxcs[lo:hi] = _rowdot(xp, g3[lo:hi], xc3[lo:hi])
-
-        split(sums, passes=3)
-        gb = gbs.sum(axis=0) if need_gb else None  # (C,)
-        gw = None
-        if x is not None:
-            gxc = gxcs.sum(axis=0)  # (C,)
+        gb = _rowsum(xp, g3).sum(axis=0) if (nb or delta is not None) else None  # (C,)
+        gw = xc = None
+        if x is not None:  # x_hat = (x - mean + delta) * invstd, x recentred here
+            xc = upcast(x).reshape(n, c * ln) - _row(xp, mean, ln)  # (N, C*L), becomes dx
+            gxc = _rowdot(xp, g3, xc.reshape(n, c, ln)).sum(axis=0)  # (C,)
             if delta is not None:
                 gxc += delta * gb
             gw = gxc * invstd  # sum(g * x_hat)
@@ -256,20 +193,13 @@ class BatchNorm(Function):
                     gx = _bn_backward(g.reshape(n, c * ln), k, gb / m + delta * k, scale, ln, c,
                                       xc)  # in xc's buffer, as below
                 else:
-                    rows = [_row(xp, v, ln) for v in (k, gb / m + delta * k, scale)]
-
-                    def dx(lo, hi):
-                        part = xc[lo:hi]
-                        part *= rows[0]
-                        part += rows[1]
-                        xp.subtract(g2[lo:hi], part, out=part)
-                        part *= rows[2]
-
-                    split(dx, passes=4)
+                    xc *= _row(xp, k, ln)
+                    xc += _row(xp, gb / m + delta * k, ln)
+                    xp.subtract(g2, xc, out=xc)
+                    xc *= _row(xp, scale, ln)
                     gx = xc
             else:  # statistics are constants: just the affine map
-                gx, scale_row = xp.empty(g2.shape, g2.dtype), _row(xp, scale, ln)
-                split(lambda lo, hi: xp.multiply(g2[lo:hi], scale_row, out=gx[lo:hi]))
+                gx = g2 * _row(xp, scale, ln)
             gx = gx.reshape(ctx.shape)  # (N, C*L) -> (N, C, *)
         return gx, (gw if nw else None), (gb if nb else None)
 

@@ -170,21 +170,6 @@ def test_conv_transpose2d_is_bitwise_equal_at_every_thread_count(two_threads, xs
                                   monkeypatch)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
-@pytest.mark.parametrize("training, affine", [(True, True), (True, False), (False, True)])
-def test_batch_norm_is_bitwise_equal_at_every_thread_count(two_threads, training, affine,
-                                                           dtype, monkeypatch):
-    rng = np.random.default_rng(3)
-    x = (rng.standard_normal((5, 3, 4, 7)) * 3 + 10).astype(dtype)
-    params = [rng.standard_normal(3).astype(dtype) for _ in range(2)] if affine else []
-
-    def bn(x, *wb):
-        stats = tg.tensor(np.linspace(-1, 1, 3, dtype=dtype)), tg.ones(3, dtype=dtype)
-        return ops.batch_norm(x, *stats, *wb, training=training)
-
-    _same_bits_at_1_and_2_threads(bn, [x, *params], monkeypatch)
-
-
 def test_linear_is_bitwise_equal_at_every_thread_count(two_threads, monkeypatch):
     monkeypatch.setattr(pool, "ROW_BLOCK", 8)
     rng = np.random.default_rng(3)
