@@ -192,12 +192,14 @@ def matmul(a, b):
     C-contiguous (the leading axes fold into the rows, as a linear layer's
     input), ``b`` (k, n). At ``MIN_WORK`` multiply-adds and more the rows go in
     blocks of :data:`ROW_BLOCK` (so every thread count gives the same bits);
-    anything else (other array types, a batched ``b``, small products) is plain
-    ``a @ b``."""
+    ``k == 1`` is a broadcast multiply (the same bits, much faster); anything
+    else (other array types, a batched ``b``, small products) is plain ``a @ b``."""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or b.ndim != 2 or a.ndim < 2 \
             or a.shape[-1] != b.shape[0] or (a.ndim > 2 and not a.flags.c_contiguous):
         return a @ b
     k, n = b.shape
+    if k == 1:  # an outer product: OpenBLAS's K=1 GEMM takes ~7x as long (a linear
+        return np.multiply(a, b)  # layer's weight gradient at batch 1); one product each
     rows = a.size // k if k else 0
     work = rows * k * n
     if work < MIN_WORK or rows <= ROW_BLOCK:

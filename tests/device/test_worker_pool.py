@@ -115,6 +115,8 @@ def test_pool_matmul_splits_rows_and_falls_back_elsewhere(two_threads, monkeypat
     batched = rng.standard_normal((4, 50, 9), dtype=np.float32)
     assert np.array_equal(pool.matmul(a3, batched), a3 @ batched)
     np.testing.assert_allclose(ref, a @ b, rtol=1e-5, atol=1e-5)
+    col, row = a[:, :1], b[:1]  # k = 1 (a linear layer's weight gradient at batch 1)
+    assert pool.matmul(col, row).tobytes() == (col @ row).tobytes()
 
 
 # every op that splits, on shapes that take each of its kernels' branches
