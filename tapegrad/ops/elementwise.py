@@ -65,12 +65,18 @@ class Mul(Function):
 
     @staticmethod
     def forward(ctx, x, y):
+        if type(y) is float or type(y) is int:  # a Python constant (x * 0.5): kept as an
+            ctx.scale = y  # attribute, so there is nothing to save or version-check
+            return x * y
         nx, ny = ctx.needs_input_grad
         ctx.save_for_backward(y if nx else None, x if ny else None)
         return x * y
 
     @staticmethod
     def backward(ctx, g):
+        scale = ctx.__dict__.get("scale")
+        if scale is not None:
+            return g * scale, None
         y, x = ctx.saved_tensors
         return (None if y is None else g * y), (None if x is None else g * x)
 
