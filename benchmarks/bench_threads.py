@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import queue
 import statistics
 import threading
 import time
@@ -44,44 +43,12 @@ import numpy as np
 
 import tapegrad as tg
 from tapegrad import ops
+from tapegrad.device import pool
 from tapegrad.ops import conv as C
 
 # ------------------------------------------------------------------ the pool
-
-
-class Workers:
-    """``n - 1`` persistent threads plus the caller; :meth:`run` runs task 0 in
-    the caller and the others in the workers, and returns when all are done."""
-
-    def __init__(self, n):
-        self.n = n
-        self._inq = [queue.SimpleQueue() for _ in range(n - 1)]
-        self._done = queue.SimpleQueue()
-        for q in self._inq:
-            threading.Thread(target=self._loop, args=(q,), daemon=True).start()
-
-    def _loop(self, q):
-        while True:
-            fn, args = q.get()
-            try:
-                fn(*args)
-                self._done.put(None)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                self._done.put(exc)
-
-    def run(self, tasks):
-        for q, task in zip(self._inq, tasks[1:]):
-            q.put(task)
-        err = None
-        try:
-            tasks[0][0](*tasks[0][1])
-        except BaseException as exc:  # noqa: BLE001 - re-raised after the others finish
-            err = exc
-        for _ in tasks[1:]:
-            r = self._done.get()
-            err = err or r
-        if err is not None:
-            raise err
+# The variants run on tapegrad's own worker pool (tapegrad.device.pool._Pool: the
+# caller plus n - 1 threads); what differs between them is how BLAS is set around it.
 
 
 class Blas:
@@ -137,21 +104,22 @@ def _col2im_into(gcols, g, gx):
         gx[:, :, ri, ci] += gcols[:, :, i, j, ro, co]
 
 
-def _chunks(n, k):
-    step = -(-n // k)
-    return [(lo, min(n, lo + step)) for lo in range(0, n, step)]
-
-
-def _region(tasks):
-    """Run the tasks on the pool, BLAS at one thread meanwhile (toggle mode)."""
+def _region(fn, spans):
+    """Run ``fn(lo, hi)`` over ``spans`` on the pool, BLAS at one thread meanwhile
+    (toggle mode)."""
     blas = MODE["blas"] if MODE["mode"] in ("toggle", "task") else None
     if blas is not None:
         blas.set(1)
     try:
-        MODE["pool"].run(tasks)
+        MODE["pool"].run(fn, spans)
     finally:
         if blas is not None:
             blas.set(MODE["threads"])
+
+
+def _by_chunks(fn, n):
+    """``fn(lo, hi)`` over one chunk of ``[0, n)`` per thread (:func:`_region`)."""
+    _region(fn, pool.chunks(n, MODE["pool"].n))
 
 
 def _use_split(g):
@@ -183,7 +151,7 @@ def split_forward(ctx, x, w, b, stride=1, padding=0, dilation=1, groups=1):
         if b is not None:
             y[lo:hi] += b.reshape(1, b.size, 1, 1)
 
-    _region([(part, c) for c in _chunks(g.n, MODE["pool"].n)])
+    _by_chunks(part, g.n)
     ctx.geom = g
     ctx.save_for_backward(colsm if nw else None, w if nx else None, x if nx and nw else None)
     return y
@@ -215,8 +183,8 @@ def split_grads(xp, gy, cols, w, g, nx, nw):
 
         def wgrad():
             out["gw"] = C._weight_grad(np, gy, cols, g)
-        _region([(lambda: out.__setitem__("gx", C._input_grad(np, gy, w, g)), ()),
-                 (wgrad, ())])
+        jobs = (lambda: out.__setitem__("gx", C._input_grad(np, gy, w, g)), wgrad)
+        _region(lambda lo, hi: jobs[lo](), [(0, 1), (1, 2)])  # one job per thread
         return out["gx"], out["gw"]
     if not _numpy(xp) or not _use_split(g):
         return _orig_grads(xp, gy, cols, w, g, nx, nw)
@@ -241,7 +209,7 @@ def split_grads(xp, gy, cols, w, g, nx, nw):
         if gx_part is not None:
             gx_part(lo, hi, gx)
 
-    _region([(part, c) for c in _chunks(g.n, MODE["pool"].n)])
+    _by_chunks(part, g.n)
     gw = None
     if buf is not None:
         s = buf.sum(axis=0)  # over images, in order: the single path's sum
@@ -271,12 +239,12 @@ def set_mode(name):
 # ------------------------------------------------------------- measurements
 
 
-def roundtrip_us(pool, n=3000):
+def roundtrip_us(workers, n=3000):
     t = []
-    noop = (lambda: None, ())
+    spans = [(i, i + 1) for i in range(workers.n)]
     for _ in range(n):
         t0 = time.perf_counter()
-        pool.run([noop] * pool.n)
+        workers.run(lambda lo, hi: None, spans)
         t.append(time.perf_counter() - t0)
     return statistics.median(t) * 1e6, min(t) * 1e6
 
@@ -357,7 +325,7 @@ def main():
 
     tg.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)
-    MODE.update(threads=args.threads, pool=Workers(args.threads), blas=Blas())
+    MODE.update(threads=args.threads, pool=pool._Pool(args.threads), blas=Blas())
     install()
     print(f"load average: {os.getloadavg()}, threads {args.threads}, torch {torch.__version__}, "
           f"numpy {np.__version__}, BLAS {MODE['blas'].libs[0].internal_api} "

@@ -104,8 +104,9 @@ class SGD(Optimizer):
     def _update(self, p, g, state, group):
         if _on_cuda(p, g):
             return _update_cuda(p, g, state, group)
-        buf = state.get("momentum_buffer") if group["momentum"] != 0 else None
-        first = group["momentum"] != 0 and buf is None
+        momentum = group["momentum"] != 0
+        buf = state.get("momentum_buffer") if momentum else None
+        first = momentum and buf is None
         if first:  # filled with d by the step
             buf = state["momentum_buffer"] = \
                 np.empty_like(p) if type(p) is np.ndarray else p.copy()
