@@ -35,7 +35,7 @@ from .device.host_memory import tune_malloc
 from .device.threads import get_num_threads, set_num_threads
 from .random import manual_seed
 from .tape import Function, backward, enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
-from .tensor import Tensor, get_default_dtype, set_default_dtype, tensor
+from .tensor import Tensor, _bind_operators, get_default_dtype, set_default_dtype, tensor
 from .torch_functions import (  # torch.max, torch.var, ... with PyTorch's meaning
     allclose,
     argmax,
@@ -66,6 +66,8 @@ from .torch_functions import (  # torch.max, torch.var, ... with PyTorch's meani
     unsqueeze,
     var,
 )
+
+_bind_operators()  # x + y, x * y, ...: the ops they call are complete only now
 
 __version__ = "0.1.0"
 

