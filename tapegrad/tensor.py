@@ -31,9 +31,12 @@ def get_default_dtype():
     return _default_dtype
 
 
+_new = object.__new__  # Tensor.__new__ is object's, one attribute lookup more
+
+
 def _wrap(data, device, node, out_nr, requires_grad):
     """Fast internal constructor: no conversion, no checks."""
-    t = Tensor.__new__(Tensor)
+    t = _new(Tensor)
     t.data = data
     t.device = device
     t.requires_grad = requires_grad
