@@ -208,7 +208,7 @@ class Function:
         """The common case -- one tensor plus constants -- kept short: it is
         most of a small model's per-op overhead (the edge is built inline)."""
         data = x.data
-        if consts and cls.promotes and (type(consts[0]) not in _WEAK or data.dtype.kind != "f"):
+        if consts and (type(consts[0]) not in _WEAK or data.dtype.kind != "f") and cls.promotes:
             x, *consts = _promote(cls, (x, *consts))  # else NumPy's weak scalar keeps x's dtype
             data = x.data
         device = x.device
