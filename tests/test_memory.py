@@ -48,15 +48,24 @@ def _measure_step(step):
 @pytest.mark.parametrize("net", ["lenet", "vgg-small"])
 def test_predicted_peak_within_10_percent(net, threads, num_threads):
     """At one thread and split across the worker pool (whose threads keep nothing of
-    an op once its chunk is done) alike."""
+    an op once its chunk is done) alike.
+
+    Split, the chunks of a vjp hold their temporaries at once -- what the report
+    predicts -- or, when one worker starts after the other has finished (a loaded
+    machine), one after the other: then the measured peak is lower by up to the
+    other chunks' share of the peak entry's temporaries (LeNet's conv2 input
+    gradient: 4 of its 8 MB, seen in CI). That much the prediction may be above."""
     num_threads(threads)
     bt = _bench_train()
     spec, batch, in_shape = bt.NETS[net]
     step = bt.TapegradStep(spec, batch, in_shape, "cpu")
     rep, peak, increase = _measure_step(step)
-    assert abs(rep.predicted_peak - peak) <= 0.10 * peak, (rep.predicted_peak, peak)
-    assert abs(rep.predicted_increase - increase) <= 0.10 * increase, \
-        (rep.predicted_increase, increase)
+    top = next(r for r in rep.records if f"{r.name} #{r.seq}" == rep.peak_entry)
+    apart = top.temp * (threads - 1) // threads  # 0 at one thread
+    assert -0.10 * peak <= rep.predicted_peak - peak <= 0.10 * peak + apart, \
+        (rep.predicted_peak, peak, apart)
+    assert -0.10 * increase <= rep.predicted_increase - increase <= 0.10 * increase + apart, \
+        (rep.predicted_increase, increase, apart)
     assert rep.tape_bytes <= rep.total_saved
     # every parameter gets a new .grad (zero_grad set them to None)
     assert rep.leaf_grads == sum(p.data.nbytes for p in step.model.parameters())
