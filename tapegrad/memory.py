@@ -90,6 +90,10 @@ class MemoryReport:
 def memory_report(*tensors, inputs=None) -> MemoryReport:
     """Saved bytes per entry and the predicted peak of ``backward()`` from ``tensors``.
 
+    With the CPU worker pool on (``set_num_threads(n > 1)``), a vjp split into chunks
+    is counted with every chunk's temporaries alive at once, the most it can take;
+    chunks that happen to run one after the other peak lower.
+
     >>> rep = tapegrad.memory_report(loss); print(rep); rep.predicted_peak
     """
     roots = [t for t in tensors if t._node is not None]
