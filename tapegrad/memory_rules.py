@@ -109,17 +109,20 @@ def _max_pool(node, g):
 
 
 def _im2col_bytes(g, size) -> tuple[int, int]:
-    """(padded copy, columns) of an im2col over geometry ``g``."""
+    """(padded copy, columns) of an im2col over geometry ``g`` (channels-last columns
+    always copy the input, transposed to NHWC)."""
     t, b, left, r = g.pad
-    pad = g.n * g.c * (g.h + t + b) * (g.w + left + r) * size if (t or b or left or r) else 0
+    padded = g.cl or t or b or left or r
+    pad = g.n * g.c * (g.h + t + b) * (g.w + left + r) * size if padded else 0
     return pad, g.n * g.c * g.kh * g.kw * g.ho * g.wo * size
 
 
-def _conv_input_grad(g, size) -> int:
+def _conv_input_grad(g, size, xp) -> int:
     """Peak of ops/conv.py's _input_grad above its start, its result included."""
     gx = g.n * g.c * g.h * g.w * size
     if g.stride == (1, 1) and g.o <= 2 * g.c:  # correlation with the flipped kernel
         f = conv._Geom()
+        f.cl = conv._cols_last(xp, g.o // g.g)
         dh, dw = g.dilation
         t, _, left, _ = g.pad
         pt, pb = dh * (g.kh - 1) - t, g.h - g.ho + t
@@ -130,7 +133,8 @@ def _conv_input_grad(g, size) -> int:
         f.kh, f.kw, f.ho, f.wo = g.kh, g.kw, g.h, g.w
         f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
         pad, cols = _im2col_bytes(f, size)
-        return max(pad + cols, cols + gx)
+        # channels-last columns: the GEMM's (N, G, P, Og) result before its NCHW copy
+        return max(pad + cols, cols + gx + (gx if f.cl else 0))
     if g.wo < conv._CHANNELS_LAST_BELOW_WO and g.batch * (g.c // g.g) >= 8 * g.wo:
         gyt = g.n * g.o * g.ho * g.wo * size
         gcols = g.kh * g.kw * g.n * g.c * g.ho * g.wo * size
@@ -152,7 +156,7 @@ def _conv2d(node, g):
         peak = per_image + gw + tail
     held = gw if nw else 0
     if nx:
-        peak = max(peak, held + _conv_input_grad(geo, size))
+        peak = max(peak, held + _conv_input_grad(geo, size, node.xp))
         held += geo.n * geo.c * geo.h * geo.w * size
     if nb:
         peak = max(peak, held + 2 * geo.n * geo.o * size + geo.ho * geo.wo * size)
@@ -163,8 +167,13 @@ def _conv_transpose2d(node, g):
     # one im2col over its output gradient (the geometry of the conv it is the
     # adjoint of, whose input that gradient has the shape of), then the GEMMs
     _, size = g
-    pad, cols = _im2col_bytes(node.geom, size)
-    return pad + cols + _needed_bytes(node), {}
+    geo = node.geom
+    pad, cols = _im2col_bytes(geo, size)
+    nx, nw = node.needs_input_grad[:2]
+    # channels-last columns: the input gradient's GEMM result before its NCHW copy
+    ym = geo.n * geo.o * geo.ho * geo.wo * size if geo.cl and nx else 0
+    prod = geo.n * geo.g * geo.kg * (geo.o // geo.g) * size if nw else 0  # weight products
+    return cols + prod + max(pad, ym) + _needed_bytes(node), {}
 
 
 def _checkpoint(node, g):

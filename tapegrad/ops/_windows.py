@@ -51,8 +51,11 @@ def sliding_windows(xp, x, kernel, stride, dilation=(1, 1)):
     ho = (h - dh * (kh - 1) - 1) // sh + 1
     wo = (w - dw * (kw - 1) - 1) // sw + 1
     s0, s1, s2, s3 = x.strides
-    shape = (n, c, ho, wo, kh, kw)
-    strides = (s0, s1, s2 * sh, s3 * sw, s2 * dh, s3 * dw)
+    return strided_view(xp, x, (n, c, ho, wo, kh, kw), (s0, s1, s2 * sh, s3 * sw, s2 * dh, s3 * dw))
+
+
+def strided_view(xp, x, shape, strides):
+    """``as_strided``, read-only where the array module allows it (NumPy)."""
     if xp.__name__ == "numpy":  # CuPy's as_strided has no `writeable`
         return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides, writeable=False)
     return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides)

@@ -125,6 +125,8 @@ _CONVS = [  # (x shape, w shape, kwargs)
     ((5, 2, 11, 11), (8, 2, 3, 3), dict(stride=2)),                # col2im input grad
     ((16, 4, 10, 10), (12, 4, 5, 5), dict()),                       # channels-last input grad
     ((4, 4, 8, 8), (6, 2, 3, 3), dict(groups=2, padding=(1, 0, 2, 1), dilation=2)),
+    ((4, 16, 9, 9), (16, 16, 3, 3), dict(padding=1)),              # channels-last columns
+    ((3, 32, 8, 8), (24, 16, 3, 3), dict(groups=2, stride=2, dilation=(1, 2))),
 ]
 
 

@@ -17,6 +17,18 @@ from tapegrad.testing import directional_gradcheck, gradcheck
 from tapegrad.testing.reference import ref_conv2d, ref_conv_transpose2d
 
 
+@pytest.fixture(autouse=True, scope="module", params=["nchw-columns", "channels-last-columns"])
+def cols_layout(request):
+    """Every test runs with both column layouts: as chosen per conv (channels-last from
+    conv._COLS_LAST_MIN_CG channels per group up, which these small cases are below),
+    and channels-last for every channel count."""
+    before = conv_mod._COLS_LAST_MIN_CG
+    if request.param == "channels-last-columns":
+        conv_mod._COLS_LAST_MIN_CG = 1
+    yield request.param
+    conv_mod._COLS_LAST_MIN_CG = before
+
+
 def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
