@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from .device import pool
 from .ops import conv
 from .ops.activation import LeakyReLU, ReLU
 from .ops.conv import Conv2d, ConvTranspose2d
@@ -133,8 +134,12 @@ def _conv_input_grad(g, size, xp) -> int:
         f.kh, f.kw, f.ho, f.wo = g.kh, g.kw, g.h, g.w
         f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
         pad, cols = _im2col_bytes(f, size)
-        # channels-last columns: the GEMM's (N, G, P, Og) result before its NCHW copy
-        return max(pad + cols, cols + gx + (gx if f.cl else 0))
+        if f.cl:  # by blocks: per chunk of images one block buffer and one image's result
+            f.g, f.o, f.batch = g.g, g.c, g.batch
+            chunks = pool.split_count(g.n, conv._work(g), xp)
+            block = conv._block_rows(f, size) * f.wo * f.g * f.kg * size
+            return pad + chunks * (block + f.ho * f.wo * f.o * size) + gx
+        return max(pad + cols, cols + gx)
     if g.wo < conv._CHANNELS_LAST_BELOW_WO and g.batch * (g.c // g.g) >= 8 * g.wo:
         gyt = g.n * g.o * g.ho * g.wo * size
         gcols = g.kh * g.kw * g.n * g.c * g.ho * g.wo * size

@@ -44,7 +44,7 @@ import numpy as np
 
 from . import threads
 
-__all__ = ["parallel", "chunks", "active_threads", "matmul", "streamed", "MIN_WORK",
+__all__ = ["parallel", "split_count", "chunks", "active_threads", "matmul", "streamed", "MIN_WORK",
            "ELEMENT_WORK", "ROW_BLOCK", "STREAM_ROW"]
 
 # Work (multiply-adds) below which an op runs in one piece: ~2-4 ms of GEMM per
@@ -155,6 +155,14 @@ def chunks(n: int, k: int) -> list[tuple[int, int]]:
     return spans
 
 
+def split_count(n: int, work: float = float("inf"), xp=None) -> int:
+    """Into how many chunks :func:`parallel` with these arguments cuts ``[0, n)`` (1:
+    run in one piece), should the pool be free."""
+    if xp is not None and getattr(xp, "name", None) != "numpy":
+        return 1
+    return min(n, active_threads()) if n >= 2 and work >= MIN_WORK else 1
+
+
 def parallel(n: int, fn, work: float = float("inf"), xp=None) -> None:
     """Run ``fn(lo, hi)`` over ``[0, n)``: in chunks on the pool when it is on,
     ``n >= 2`` and ``work >= MIN_WORK``; else as ``fn(0, n)``. ``fn`` must write
@@ -162,9 +170,7 @@ def parallel(n: int, fn, work: float = float("inf"), xp=None) -> None:
     exceptions propagate to the caller. ``xp``: the op's array module, when it may
     be other than NumPy (an op's ``ctx.xp``): off the host (CuPy, the fake device)
     the work runs in one piece."""
-    if xp is not None and getattr(xp, "name", None) != "numpy":
-        work = 0
-    k = active_threads() if n >= 2 and work >= MIN_WORK else 1
+    k = split_count(n, work, xp)
     if k < 2:
         fn(0, n)
         return

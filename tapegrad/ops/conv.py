@@ -209,26 +209,71 @@ def _im2col(xp, x, g, out=None):
     return out
 
 
-def _im2col_last(xp, x, g, out=None):
-    """x (N, C, H, W) -> cols (N, G, Ho*Wo, kh*kw*Cg), contiguous (or ``out``): one
-    transposing copy of x into a padded NHWC buffer, then one copy of its windows, each
-    output pixel's patch a contiguous row of Cg-long runs (kw*Cg long at dilation 1)."""
+def _windows_last(xp, x, g):
+    """x (N, C, H, W) -> a view (N, Ho, Wo, kh, kw, G, Cg) of every window of a
+    padded NHWC copy of x (one transposing copy)."""
     t, b, left, r = g.pad
-    cg = g.c // g.g
     make = xp.zeros if (t or b or left or r) else xp.empty
     xh = make((g.n, g.h + t + b, g.w + left + r, g.c), dtype=x.dtype)  # (N, Hp, Wp, C)
     xh[:, t:t + g.h, left:left + g.w] = x.transpose(0, 2, 3, 1)
     s0, s1, s2, s3 = xh.strides
-    (sh, sw), (dh, dw) = g.stride, g.dilation
+    (sh, sw), (dh, dw), cg = g.stride, g.dilation, g.c // g.g
     # (N, Hp, Wp, C) -> (N, Ho, Wo, kh, kw, G, Cg); Ho fits the padded rows (a transposed
     # conv's output_padding may leave more, which no output reads)
-    win = strided_view(xp, xh, (g.n, g.ho, g.wo, g.kh, g.kw, g.g, cg),
-                       (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3 * cg, s3))
+    return strided_view(xp, xh, (g.n, g.ho, g.wo, g.kh, g.kw, g.g, cg),
+                        (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3 * cg, s3))
+
+
+def _im2col_last(xp, x, g, out=None):
+    """x (N, C, H, W) -> cols (N, G, Ho*Wo, kh*kw*Cg), contiguous (or ``out``): one
+    transposing copy of x into a padded NHWC buffer, then one copy of its windows, each
+    output pixel's patch a contiguous row of Cg-long runs (kw*Cg long at dilation 1)."""
+    win = _windows_last(xp, x, g)
     if out is None:
         out = xp.empty(_cols_shape(g), dtype=x.dtype)
     # (N, Ho, Wo, kh, kw, G, Cg) -> (N, G, Ho, Wo, kh, kw, Cg), which is (N, G, P, Kg)
-    out.reshape(g.n, g.g, g.ho, g.wo, g.kh, g.kw, cg)[...] = win.transpose(0, 5, 1, 2, 3, 4, 6)
+    out.reshape(g.n, g.g, g.ho, g.wo, g.kh, g.kw, g.c // g.g)[...] = \
+        win.transpose(0, 5, 1, 2, 3, 4, 6)
     return out
+
+
+# Columns that are not kept go through a buffer of about this many bytes, which the
+# GEMM reads back from cache (L2: 2 MiB per core on the Xeon measured, 512 KiB on Zen
+# 3). 128 KiB was as fast at 1 thread but 2-7% slower at 2: 4x the Python-level calls,
+# two threads taking turns at the GIL between them.
+_BLOCK_BYTES = 512 << 10
+
+
+def _block_rows(g, itemsize):
+    """Output rows per block of :func:`_conv_by_blocks`."""
+    return min(g.ho, max(1, _BLOCK_BYTES // (g.wo * g.g * g.kg * itemsize)))
+
+
+def _conv_by_blocks(xp, x, wmat, g, out=None):
+    """conv(x) by channels-last columns that are not kept -- an input gradient's
+    correlation: x (N, C, H, W), wmat from :func:`_gemm_weight` -> (N, O, Ho, Wo)
+    (or ``out``). Per image, the columns of a few output rows at a time are copied
+    into one small buffer and multiplied while in cache; the whole column array
+    (kh*kw times x) is never written. Blocks depend on ``g`` only, so every chunk
+    of images makes the same BLAS calls."""
+    win = _windows_last(xp, x, g)  # (N, Ho, Wo, kh, kw, G, Cg)
+    og, cg = g.o // g.g, g.c // g.g
+    rows = _block_rows(g, x.dtype.itemsize)
+    buf = xp.empty((g.g, rows * g.wo, g.kg), dtype=x.dtype)
+    bufv = buf.reshape(g.g, rows, g.wo, g.kh, g.kw, cg)
+    ym = xp.empty((g.g, g.ho * g.wo, og), dtype=x.dtype)  # one image's (G, P, Og)
+    y = xp.empty((g.n, g.o, g.ho, g.wo), dtype=x.dtype) if out is None else out
+    yv = y.reshape(g.n, g.g, og, g.ho * g.wo)
+    for n in range(g.n):
+        for r0 in range(0, g.ho, rows):
+            r1 = min(g.ho, r0 + rows)
+            p0, p1 = r0 * g.wo, r1 * g.wo
+            # (rows, Wo, kh, kw, G, Cg) -> (G, rows, Wo, kh, kw, Cg), i.e. (G, rows*Wo, Kg)
+            bufv[:, :r1 - r0] = win[n, r0:r1].transpose(4, 0, 1, 2, 3, 5)
+            # (G, rows*Wo, Kg) @ (G, Kg, Og) -> (G, rows*Wo, Og)
+            xp.matmul(buf[:, :p1 - p0], wmat, out=ym[:, p0:p1])
+        yv[n] = ym.transpose(0, 2, 1)  # (G, P, Og) -> (G, Og, P)
+    return y
 
 
 def _span(start, step, count, pad, size):
@@ -363,7 +408,12 @@ def _by_images(xp, g, part):
     the conv is on the host and large enough (forward multiply-adds >=
     pool.MIN_WORK)."""
     pool.parallel(g.n, lambda lo, hi: part(lo, hi, g if hi - lo == g.n else _part(g, lo, hi)),
-                  g.n * g.o * g.ho * g.wo * g.kg, xp)
+                  _work(g), xp)
+
+
+def _work(g):
+    """The forward's multiply-adds: what :func:`_by_images` sizes its split by."""
+    return g.n * g.o * g.ho * g.wo * g.kg
 
 
 # The channels-last col2im wins on short output rows (LeNet's Wo=8, k5: 2x) and
@@ -403,6 +453,8 @@ def _input_grad(xp, gy, w, g, out=None):
         # (G, Og, Cg, kh, kw) -> (G, Cg, Og, kh, kw) -> (C, Og, kh, kw), f's weight
         wf = w.reshape(g.g, og, cg, g.kh, g.kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
         wf = _gemm_weight(xp, wf.reshape(g.c, og, g.kh, g.kw), f)
+        if f.cl:
+            return _conv_by_blocks(xp, gy, wf, f, out)
         return _gemm_forward(xp, _im2col(xp, gy, f), wf, f, out)
     if g.wo < _CHANNELS_LAST_BELOW_WO and g.batch * (g.c // g.g) >= 8 * g.wo and \
             not kernels.on_cuda(xp):  # a CPU layout trick; on CUDA the col2im kernel gathers

@@ -21,12 +21,13 @@ from tapegrad.testing.reference import ref_conv2d, ref_conv_transpose2d
 def cols_layout(request):
     """Every test runs with both column layouts: as chosen per conv (channels-last from
     conv._COLS_LAST_MIN_CG channels per group up, which these small cases are below),
-    and channels-last for every channel count."""
-    before = conv_mod._COLS_LAST_MIN_CG
+    and channels-last for every channel count, with blocks of a few output rows in
+    the correlation input gradient (conv._conv_by_blocks; a last block shorter)."""
+    before = conv_mod._COLS_LAST_MIN_CG, conv_mod._BLOCK_BYTES
     if request.param == "channels-last-columns":
-        conv_mod._COLS_LAST_MIN_CG = 1
+        conv_mod._COLS_LAST_MIN_CG, conv_mod._BLOCK_BYTES = 1, 2048
     yield request.param
-    conv_mod._COLS_LAST_MIN_CG = before
+    conv_mod._COLS_LAST_MIN_CG, conv_mod._BLOCK_BYTES = before
 
 
 def _pair(v):
