@@ -135,7 +135,7 @@ def analyse(spec, batch, in_shape):
 
 def gemm_rate(n=1024, repeats=7, device="cpu") -> float:
     """float32 matmul FLOP/s, best of ``repeats``: on the CPU through tapegrad's pool
-    (``tapegrad.device.pool.matmul``: rows split over ``get_num_threads()`` threads, BLAS
+    (``tapegrad.device.pool.matmul``: blocks split over ``get_num_threads()`` threads, BLAS
     at one thread each, as the ops run), on cuda CuPy's."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)

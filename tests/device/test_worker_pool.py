@@ -120,6 +120,28 @@ def test_pool_matmul_splits_rows_and_falls_back_elsewhere(two_threads, monkeypat
     assert pool.matmul(col, row).tobytes() == (col @ row).tobytes()
 
 
+def test_pool_matmul_splits_columns_from_two_blocks_up(two_threads, monkeypatch):
+    monkeypatch.setattr(pool, "COL_BLOCK", 4)
+    monkeypatch.setattr(pool, "MIN_WORK", 1000)
+    calls = []
+    run = pool._Pool.run
+    monkeypatch.setattr(pool._Pool, "run",
+                        lambda self, f, spans: (calls.append(spans), run(self, f, spans)))
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((6, 3, 50), dtype=np.float32)  # 18 rows: fewer than ROW_BLOCK x 2
+    for n, width in ((9, 4), (21, 8)):  # 2 blocks and a short one; from 4 blocks up, 2x wide
+        w = rng.standard_normal((n, 50), dtype=np.float32)
+        b = w.T  # a linear layer's (in, out) view of its weight
+        ref = np.concatenate([a.reshape(18, 50) @ b[:, c:c + width] for c in range(0, n, width)],
+                             axis=1).reshape(6, 3, n)
+        calls.clear()
+        for threads in (1, 2, 3):
+            tg.set_num_threads(threads)
+            assert pool.matmul(a, b).tobytes() == ref.tobytes()
+        assert calls and calls[-1][-1][1] == -(-n // width)  # the spans count column blocks
+        np.testing.assert_allclose(ref, a @ b, rtol=1e-5, atol=1e-5)
+
+
 # every op that splits, on shapes that take each of its kernels' branches
 _CONVS = [  # (x shape, w shape, kwargs)
     ((5, 3, 9, 9), (4, 3, 3, 3), dict(padding=1)),                 # correlation input grad
@@ -178,13 +200,17 @@ def test_conv_transpose2d_is_bitwise_equal_at_every_thread_count(two_threads, xs
                                   monkeypatch)
 
 
-def test_linear_is_bitwise_equal_at_every_thread_count(two_threads, monkeypatch):
+@pytest.mark.parametrize("blocks", ["rows", "columns"])
+def test_linear_is_bitwise_equal_at_every_thread_count(two_threads, blocks, monkeypatch):
     monkeypatch.setattr(pool, "ROW_BLOCK", 8)
+    # 30 outputs: two blocks of 8 columns and more (one of 6), or fewer than two of 128
+    monkeypatch.setattr(pool, "COL_BLOCK", 8 if blocks == "columns" else 128)
+    monkeypatch.setattr(pool, "MIN_WORK", 1000)
     rng = np.random.default_rng(3)
     x = rng.standard_normal((3, 21, 40), dtype=np.float32)
     w, b = rng.standard_normal((30, 40), dtype=np.float32), rng.standard_normal(30,
                                                                               dtype=np.float32)
-    _same_bits_at_1_and_2_threads(ops.linear, [x, w, b])
+    _same_bits_at_1_and_2_threads(ops.linear, [x, w, b], monkeypatch)
 
 
 def test_split_conv_matches_torch(two_threads):
