@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from .device import pool
-from .ops import conv
+from .ops import _conv_blocks, conv
 from .ops.activation import LeakyReLU, ReLU
 from .ops.conv import Conv2d, ConvTranspose2d
 from .ops.dropout import Dropout
@@ -110,12 +110,29 @@ def _max_pool(node, g):
 
 
 def _im2col_bytes(g, size) -> tuple[int, int]:
-    """(padded copy, columns) of an im2col over geometry ``g`` (channels-last columns
-    always copy the input, transposed to NHWC)."""
+    """(padded copy, columns) of an im2col over geometry ``g`` (channels-last: the
+    NHWC copy, always made, and no columns)."""
     t, b, left, r = g.pad
     padded = g.cl or t or b or left or r
     pad = g.n * g.c * (g.h + t + b) * (g.w + left + r) * size if padded else 0
-    return pad, g.n * g.c * g.kh * g.kw * g.ho * g.wo * size
+    return pad, 0 if g.cl else g.n * g.c * g.kh * g.kw * g.ho * g.wo * size
+
+
+def _chunks(g, xp) -> int:
+    """How many chunks of images ops/conv.py's _by_images makes for conv ``g``."""
+    return pool.split_count(g.n, conv._work(g), xp)
+
+
+def _block_bytes(f, size, forward, products) -> int:
+    """One chunk's temporaries in _conv_blocks.by_blocks over geometry ``f``: the block
+    buffer, one image's forward result, a block's weight product."""
+    rows = _conv_blocks.block_rows(f, size)
+    total = rows * f.wo * f.g * f.kg * size
+    if forward:
+        total += f.ho * f.wo * f.o * size
+    if products and rows < f.ho:
+        total += f.g * f.kg * (f.o // f.g) * size
+    return total
 
 
 def _conv_input_grad(g, size, xp) -> int:
@@ -123,22 +140,19 @@ def _conv_input_grad(g, size, xp) -> int:
     gx = g.n * g.c * g.h * g.w * size
     if g.stride == (1, 1) and g.o <= 2 * g.c:  # correlation with the flipped kernel
         f = conv._Geom()
-        f.cl = conv._cols_last(xp, g.o // g.g)
+        f.cl = _conv_blocks.cols_last(xp, g.o // g.g)
         dh, dw = g.dilation
         t, _, left, _ = g.pad
         pt, pb = dh * (g.kh - 1) - t, g.h - g.ho + t
         pl, pr = dw * (g.kw - 1) - left, g.w - g.wo + left
-        f.n, f.c = g.n, g.o
+        f.n, f.c, f.o, f.g = g.n, g.o, g.c, g.g
         f.h = g.ho - max(0, -pt) - max(0, -pb)
         f.w = g.wo - max(0, -pl) - max(0, -pr)
         f.kh, f.kw, f.ho, f.wo = g.kh, g.kw, g.h, g.w
         f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
         pad, cols = _im2col_bytes(f, size)
-        if f.cl:  # by blocks: per chunk of images one block buffer and one image's result
-            f.g, f.o, f.batch = g.g, g.c, g.batch
-            chunks = pool.split_count(g.n, conv._work(g), xp)
-            block = conv._block_rows(f, size) * f.wo * f.g * f.kg * size
-            return pad + chunks * (block + f.ho * f.wo * f.o * size) + gx
+        if f.cl:
+            return pad + _chunks(g, xp) * _block_bytes(f, size, True, False) + gx
         return max(pad + cols, cols + gx)
     if g.wo < conv._CHANNELS_LAST_BELOW_WO and g.batch * (g.c // g.g) >= 8 * g.wo:
         gyt = g.n * g.o * g.ho * g.wo * size
@@ -157,8 +171,10 @@ def _conv2d(node, g):
     if nw:
         og, kg = geo.o // geo.g, geo.kg
         per_image = geo.n * geo.g * kg * og * size  # the batched GEMM before its sum
-        tail = gw if kg >= 4 * og else 0  # the transposed sum is copied by its reshape
-        peak = per_image + gw + tail
+        # the transposed (or reordered, channels-last) sum is copied by its reshape
+        tail = gw if kg >= 4 * og or geo.cl else 0
+        blocks = _chunks(geo, node.xp) * _block_bytes(geo, size, False, True) if geo.cl else 0
+        peak = per_image + max(blocks, gw + tail)
     held = gw if nw else 0
     if nx:
         peak = max(peak, held + _conv_input_grad(geo, size, node.xp))
@@ -170,15 +186,16 @@ def _conv2d(node, g):
 
 def _conv_transpose2d(node, g):
     # one im2col over its output gradient (the geometry of the conv it is the
-    # adjoint of, whose input that gradient has the shape of), then the GEMMs
+    # adjoint of, whose input that gradient has the shape of), then the GEMMs; or
+    # channels-last, by blocks of it
     _, size = g
     geo = node.geom
     pad, cols = _im2col_bytes(geo, size)
     nx, nw = node.needs_input_grad[:2]
-    # channels-last columns: the input gradient's GEMM result before its NCHW copy
-    ym = geo.n * geo.o * geo.ho * geo.wo * size if geo.cl and nx else 0
     prod = geo.n * geo.g * geo.kg * (geo.o // geo.g) * size if nw else 0  # weight products
-    return cols + prod + max(pad, ym) + _needed_bytes(node), {}
+    if geo.cl:
+        cols = _chunks(geo, node.xp) * _block_bytes(geo, size, nx, nw)
+    return pad + cols + prod + _needed_bytes(node), {}
 
 
 def _checkpoint(node, g):

@@ -103,11 +103,14 @@ CASES = {
         lambda: ops.conv2d(_f32(8, 8, 12, 12), _f32(8, 4, 3, 3), _f32(8), padding=1, groups=2),
     "conv_transpose2d":
         lambda: ops.conv_transpose2d(_f32(8, 8, 8, 8), _f32(8, 4, 3, 3), _f32(4), stride=2),
-    "conv channels-last columns (correlation)":
+    "conv channels-last (correlation by blocks)":
         lambda: ops.conv2d(_f32(16, 16, 16, 16), _f32(16, 16, 3, 3), _f32(16), padding=1),
-    "conv channels-last columns, stride 2":
+    "conv channels-last, stride 2":
         lambda: ops.conv2d(_f32(32, 16, 17, 17), _f32(32, 16, 3, 3), _f32(32), stride=2),
-    "conv_transpose2d channels-last columns":
+    "conv channels-last, input needs no gradient (weight products by blocks)":
+        lambda: ops.conv2d(_f32(32, 16, 16, 16, grad=False), _f32(32, 16, 3, 3), None,
+                           padding=1),
+    "conv_transpose2d channels-last":
         lambda: ops.conv_transpose2d(_f32(32, 16, 8, 8), _f32(16, 16, 3, 3), _f32(16), stride=2),
     "max pool 2x2 (tiles)": lambda: nn.MaxPool2d(2)(_f32(16, 8, 16, 16)),
     "max pool 3x3 stride 2 pad 1": lambda: nn.MaxPool2d(3, 2, 1)(_f32(16, 8, 16, 16)),

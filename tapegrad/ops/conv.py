@@ -28,16 +28,12 @@ writes NCHW directly, so no transposing copy of the output):
   to the input (kh*kw iterations, never a loop over pixels, channels or
   batch), channels-last when the output rows are short.
 
-From ``conv._COLS_LAST_MIN_CG`` input channels per group up (on the host), the
-columns are channels-last instead: ``(N, G, Ho*Wo, kh*kw*Cg)``, copied from an
-NHWC copy of the padded input, so each output pixel's patch is one row of
-Cg-long contiguous runs. The forward is then ``cols @ W^T``
-``(N, G, P, Kg) @ (G, Kg, Og) -> (N, G, P, Og)``, copied transposed to NCHW,
-and the weight products read the columns through a transposed view (the
-weight gradient comes out ordered (O, kh, kw, Cg) and is copied back to
-PyTorch's layout). The large 3x3 layers run 10-20% faster this way: OpenBLAS's
-SkylakeX SGEMM runs this orientation 1.4x faster, and the im2col copy no longer
-has rows of Wo. Below the threshold the short Cg runs make the copy slower.
+From ``_conv_blocks.MIN_CG`` input channels per group up (on the host) a conv
+goes channels-last instead (:mod:`._conv_blocks`): its columns, each output
+pixel's patch a row, are made block by block of output rows from a padded NHWC
+copy of the input and used while in cache, never written whole; the forward is
+``cols @ W^T`` and the NHWC copy is what the tape saves. The large 3x3 layers
+run 1.2-1.3x faster that way (DESIGN.md).
 
 The column array is saved for the weight gradient (no second im2col in
 backward), the weight only when the input gradient is needed, and nothing of
@@ -72,8 +68,8 @@ import copy
 from ..device import kernels, pool
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
-from . import _cuda_conv
-from ._windows import out_size, padding4, pair, sliding_windows, strided_view
+from . import _conv_blocks, _cuda_conv
+from ._windows import out_size, padding4, pair, sliding_windows
 from .graph_backend import TensorBackend
 
 __all__ = ["conv2d", "conv_transpose2d"]
@@ -88,8 +84,8 @@ class _Geom:
     # batch: the whole batch's N. A kernel that picks its branch by the batch size reads
     # this, never ``n`` (which is a chunk's, under :func:`_by_images`), so that every
     # thread count computes the same way and gives the same bits.
-    # cl: the columns are channels-last (N, G, P, Kg) rather than (N, G, Kg, P); set by
-    # :func:`_cols_last` where the geometry is made.
+    # cl: the conv goes channels-last by blocks (_conv_blocks) rather than by
+    # (N, G, Kg, P) columns; set by _conv_blocks.cols_last where the geometry is made.
 
     def padded_shape(self):
         t, b, left, r = self.pad
@@ -107,33 +103,6 @@ def _wmat(w, g):
     """(O, Cg, kh, kw) -> (G, Og, Kg): the weight as one matrix per group."""
     return w.reshape(g.g, g.o // g.g, g.kg)
 
-
-# Channels-last columns pay from about 12 channels per group up (the conv op fwd+bwd,
-# measured in DESIGN.md); below, their runs of Cg contiguous values are too short for
-# the im2col copy (C=3: 3x slower, the whole op 1.2x).
-_COLS_LAST_MIN_CG = 12
-
-
-def _cols_last(xp, cg):
-    """Whether an im2col over an input of ``cg`` channels per group lays its columns
-    out channels-last. A host layout: on CUDA the im2col kernel writes (N, G, Kg, P)."""
-    return cg >= _COLS_LAST_MIN_CG and not kernels.on_cuda(xp)
-
-
-def _cols_shape(g):
-    p = g.ho * g.wo
-    return (g.n, g.g, p, g.kg) if g.cl else (g.n, g.g, g.kg, p)
-
-
-def _gemm_weight(xp, w, g):
-    """The weight as the forward GEMM's operand: (O, Cg, kh, kw) -> (G, Og, Kg) for
-    (N, G, Kg, P) columns; for channels-last ones -> (G, kh, kw, Cg, Og) -> (G, Kg, Og),
-    a copy (Kg in the columns' (kh, kw, Cg) order)."""
-    og, cg = g.o // g.g, g.c // g.g
-    if not g.cl:
-        return _wmat(xp.ascontiguousarray(w), g)
-    t = w.reshape(g.g, og, cg, g.kh, g.kw).transpose(0, 3, 4, 2, 1)
-    return xp.ascontiguousarray(t).reshape(g.g, g.kg, og)
 
 
 def _check_common(op, x, w, b, groups, in_axis, out_axis):
@@ -185,10 +154,7 @@ def _check_common(op, x, w, b, groups, in_axis, out_axis):
 
 def _im2col(xp, x, g, out=None):
     """x (N, C, H, W) -> cols (N, G, Cg*kh*kw, Ho*Wo), contiguous (written into
-    ``out`` when given: a contiguous array of that shape); channels-last
-    (:func:`_im2col_last`) when ``g.cl``."""
-    if g.cl:
-        return _im2col_last(xp, x, g, out)
+    ``out`` when given: a contiguous array of that shape)."""
     if kernels.on_cuda(xp):  # one RawKernel pass, no padded copy (ops/_cuda_conv.py)
         return _cuda_conv.im2col(xp, x, g, out)
     t, b, left, r = g.pad
@@ -207,73 +173,6 @@ def _im2col(xp, x, g, out=None):
     # (N, G, Cg*kh*kw, Ho*Wo)
     out.reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)[...] = win.transpose(0, 1, 4, 5, 2, 3)
     return out
-
-
-def _windows_last(xp, x, g):
-    """x (N, C, H, W) -> a view (N, Ho, Wo, kh, kw, G, Cg) of every window of a
-    padded NHWC copy of x (one transposing copy)."""
-    t, b, left, r = g.pad
-    make = xp.zeros if (t or b or left or r) else xp.empty
-    xh = make((g.n, g.h + t + b, g.w + left + r, g.c), dtype=x.dtype)  # (N, Hp, Wp, C)
-    xh[:, t:t + g.h, left:left + g.w] = x.transpose(0, 2, 3, 1)
-    s0, s1, s2, s3 = xh.strides
-    (sh, sw), (dh, dw), cg = g.stride, g.dilation, g.c // g.g
-    # (N, Hp, Wp, C) -> (N, Ho, Wo, kh, kw, G, Cg); Ho fits the padded rows (a transposed
-    # conv's output_padding may leave more, which no output reads)
-    return strided_view(xp, xh, (g.n, g.ho, g.wo, g.kh, g.kw, g.g, cg),
-                        (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3 * cg, s3))
-
-
-def _im2col_last(xp, x, g, out=None):
-    """x (N, C, H, W) -> cols (N, G, Ho*Wo, kh*kw*Cg), contiguous (or ``out``): one
-    transposing copy of x into a padded NHWC buffer, then one copy of its windows, each
-    output pixel's patch a contiguous row of Cg-long runs (kw*Cg long at dilation 1)."""
-    win = _windows_last(xp, x, g)
-    if out is None:
-        out = xp.empty(_cols_shape(g), dtype=x.dtype)
-    # (N, Ho, Wo, kh, kw, G, Cg) -> (N, G, Ho, Wo, kh, kw, Cg), which is (N, G, P, Kg)
-    out.reshape(g.n, g.g, g.ho, g.wo, g.kh, g.kw, g.c // g.g)[...] = \
-        win.transpose(0, 5, 1, 2, 3, 4, 6)
-    return out
-
-
-# Columns that are not kept go through a buffer of about this many bytes, which the
-# GEMM reads back from cache (L2: 2 MiB per core on the Xeon measured, 512 KiB on Zen
-# 3). 128 KiB was as fast at 1 thread but 2-7% slower at 2: 4x the Python-level calls,
-# two threads taking turns at the GIL between them.
-_BLOCK_BYTES = 512 << 10
-
-
-def _block_rows(g, itemsize):
-    """Output rows per block of :func:`_conv_by_blocks`."""
-    return min(g.ho, max(1, _BLOCK_BYTES // (g.wo * g.g * g.kg * itemsize)))
-
-
-def _conv_by_blocks(xp, x, wmat, g, out=None):
-    """conv(x) by channels-last columns that are not kept -- an input gradient's
-    correlation: x (N, C, H, W), wmat from :func:`_gemm_weight` -> (N, O, Ho, Wo)
-    (or ``out``). Per image, the columns of a few output rows at a time are copied
-    into one small buffer and multiplied while in cache; the whole column array
-    (kh*kw times x) is never written. Blocks depend on ``g`` only, so every chunk
-    of images makes the same BLAS calls."""
-    win = _windows_last(xp, x, g)  # (N, Ho, Wo, kh, kw, G, Cg)
-    og, cg = g.o // g.g, g.c // g.g
-    rows = _block_rows(g, x.dtype.itemsize)
-    buf = xp.empty((g.g, rows * g.wo, g.kg), dtype=x.dtype)
-    bufv = buf.reshape(g.g, rows, g.wo, g.kh, g.kw, cg)
-    ym = xp.empty((g.g, g.ho * g.wo, og), dtype=x.dtype)  # one image's (G, P, Og)
-    y = xp.empty((g.n, g.o, g.ho, g.wo), dtype=x.dtype) if out is None else out
-    yv = y.reshape(g.n, g.g, og, g.ho * g.wo)
-    for n in range(g.n):
-        for r0 in range(0, g.ho, rows):
-            r1 = min(g.ho, r0 + rows)
-            p0, p1 = r0 * g.wo, r1 * g.wo
-            # (rows, Wo, kh, kw, G, Cg) -> (G, rows, Wo, kh, kw, Cg), i.e. (G, rows*Wo, Kg)
-            bufv[:, :r1 - r0] = win[n, r0:r1].transpose(4, 0, 1, 2, 3, 5)
-            # (G, rows*Wo, Kg) @ (G, Kg, Og) -> (G, rows*Wo, Og)
-            xp.matmul(buf[:, :p1 - p0], wmat, out=ym[:, p0:p1])
-        yv[n] = ym.transpose(0, 2, 1)  # (G, P, Og) -> (G, Og, P)
-    return y
 
 
 def _span(start, step, count, pad, size):
@@ -326,15 +225,7 @@ def _col2im(xp, gcols, g, dtype, out=None):
 
 def _gemm_forward(xp, cols, wmat, g, out=None):
     """(G, Og, Kg) @ (N, G, Kg, P) -> (N, G, Og, P) -> (N, O, Ho, Wo), contiguous
-    (or ``out``): one BLAS GEMM per image (numpy's matmul loops over N in C).
-    Channels-last columns: (N, G, P, Kg) @ (G, Kg, Og) -> (N, G, P, Og), copied
-    transposed into (N, G, Og, P) (the orientation OpenBLAS's SkylakeX kernels run
-    1.4x faster, the copy included)."""
-    if g.cl:
-        ym = xp.matmul(cols, wmat)  # (N, G, P, Og)
-        y = xp.empty((g.n, g.o, g.ho, g.wo), dtype=ym.dtype) if out is None else out
-        y.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)[...] = ym.transpose(0, 1, 3, 2)
-        return y
+    (or ``out``): one BLAS GEMM per image (numpy's matmul loops over N in C)."""
     if out is None:
         ym = xp.matmul(wmat, cols)
     else:  # (N, O, Ho, Wo) -> (N, G, Og, P), a view of out
@@ -350,8 +241,6 @@ def _weight_products(xp, gy, cols, g, out=None):
     :func:`_weight_sum` adds them up. Written into ``out`` when given."""
     og = g.o // g.g
     gm = gy.reshape(g.n, g.g, og, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
-    if g.cl:  # (N, G, P, Kg) -> (N, G, Kg, P), a view
-        cols = cols.transpose(0, 1, 3, 2)
     # (N, G, Kg, P) @ (N, G, P, Og) -> (N, G, Kg, Og), or (N, G, Og, P) @ (N, G, P, Kg)
     # -> (N, G, Og, Kg)
     a, b = (cols, gm) if _kg_rows(g) else (gm, cols)
@@ -375,7 +264,8 @@ def _weight_sum(prod, g):
     gw = prod.sum(axis=0)
     if _kg_rows(g):  # (G, Kg, Og) -> (G, Og, Kg)
         gw = gw.transpose(0, 2, 1)
-    if g.cl:  # (G, Og, Kg) -> (G, Og, kh, kw, Cg) -> (G, Og, Cg, kh, kw): one copy below
+    if g.cl:  # Kg in (kh, kw, Cg) order (_conv_blocks): (G, Og, Kg) -> (G, Og, kh, kw, Cg)
+        # -> (G, Og, Cg, kh, kw), copied by the reshape below
         gw = gw.reshape(g.g, g.o // g.g, g.kh, g.kw, g.c // g.g).transpose(0, 1, 4, 2, 3)
     return gw.reshape(g.o, g.c // g.g, g.kh, g.kw)  # (G, Og, Kg) -> (O, Cg, kh, kw)
 
@@ -448,13 +338,17 @@ def _input_grad(xp, gy, w, g, out=None):
         f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
         f.ho, f.wo = g.h, g.w
         og, cg = g.o // g.g, g.c // g.g
-        f.cl = _cols_last(xp, og)
+        f.cl = _conv_blocks.cols_last(xp, og)
         # flipped kernel, in and out swapped within each group: (O, Cg, kh, kw) ->
         # (G, Og, Cg, kh, kw) -> (G, Cg, Og, kh, kw) -> (C, Og, kh, kw), f's weight
         wf = w.reshape(g.g, og, cg, g.kh, g.kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
-        wf = _gemm_weight(xp, wf.reshape(g.c, og, g.kh, g.kw), f)
-        if f.cl:
-            return _conv_by_blocks(xp, gy, wf, f, out)
+        wf = wf.reshape(g.c, og, g.kh, g.kw)
+        if f.cl:  # the columns of gy never written whole
+            y = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype) if out is None else out
+            _conv_blocks.by_blocks(xp, _conv_blocks.nhwc(xp, gy, f), f,
+                                   wmat=_conv_blocks.gemm_weight(xp, wf, f), y=y)
+            return y
+        wf = _wmat(xp.ascontiguousarray(wf), f)
         return _gemm_forward(xp, _im2col(xp, gy, f), wf, f, out)
     if g.wo < _CHANNELS_LAST_BELOW_WO and g.batch * (g.c // g.g) >= 8 * g.wo and \
             not kernels.on_cuda(xp):  # a CPU layout trick; on CUDA the col2im kernel gathers
@@ -574,8 +468,8 @@ def _string_padding(op, padding, kernel, stride, dilation):
 
 
 def _conv_geom(op, x, w, stride, padding, dilation, groups, xp=None):
-    """The geometry of ``conv2d(x, w, ...)``; its columns channels-last where
-    :func:`_cols_last` says so for ``xp`` (with no ``xp``: (N, G, Kg, P))."""
+    """The geometry of ``conv2d(x, w, ...)``; channels-last where
+    ``_conv_blocks.cols_last`` says so for ``xp`` (with no ``xp``: (N, G, Kg, P))."""
     g = _Geom()
     g.n, g.c, g.h, g.w = x.shape
     g.batch = g.n
@@ -588,7 +482,7 @@ def _conv_geom(op, x, w, stride, padding, dilation, groups, xp=None):
     t, b, left, r = g.pad
     g.ho = out_size(op, "height", g.h, g.kh, g.stride[0], t, b, g.dilation[0])
     g.wo = out_size(op, "width", g.w, g.kw, g.stride[1], left, r, g.dilation[1])
-    g.cl = xp is not None and _cols_last(xp, g.c // g.g)
+    g.cl = xp is not None and _conv_blocks.cols_last(xp, g.c // g.g)
     return g
 
 
@@ -622,13 +516,22 @@ class Conv2d(_Conv):
         xp = ctx.xp
         g = _conv_geom(op, x, w, stride, padding, dilation, groups, xp)
         nx, nw, _ = ctx.needs_input_grad
-        wmat = _gemm_weight(xp, w, g)
-        cols = xp.empty(_cols_shape(g), dtype=x.dtype)  # saved for gW
         y = xp.empty((g.n, g.o, g.ho, g.wo), dtype=x.dtype)
+        if g.cl:  # by blocks; the padded NHWC copy of x is saved for gW
+            wmat = _conv_blocks.gemm_weight(xp, w, g)
+            cols = xp.zeros(_conv_blocks.padded_shape(g), dtype=x.dtype)
 
-        def part(lo, hi, p):
-            _im2col(xp, x[lo:hi], p, cols[lo:hi])
-            _add_bias(_gemm_forward(xp, cols[lo:hi], wmat, p, y[lo:hi]), b)
+            def part(lo, hi, p):
+                _conv_blocks.nhwc(xp, x[lo:hi], p, cols[lo:hi])
+                _conv_blocks.by_blocks(xp, cols[lo:hi], p, wmat=wmat, y=y[lo:hi])
+                _add_bias(y[lo:hi], b)
+        else:
+            wmat = _wmat(xp.ascontiguousarray(w), g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
+            cols = xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=x.dtype)  # saved for gW
+
+            def part(lo, hi, p):
+                _im2col(xp, x[lo:hi], p, cols[lo:hi])
+                _add_bias(_gemm_forward(xp, cols[lo:hi], wmat, p, y[lo:hi]), b)
 
         _by_images(xp, g, part)
         ctx.geom = g
@@ -643,8 +546,14 @@ class Conv2d(_Conv):
         gw = gx = None
         if nw:
             prod = _products_buffer(xp, g, gy.dtype)
-            _by_images(xp, g, lambda lo, hi, p: _weight_products(xp, gy[lo:hi], cols[lo:hi], p,
-                                                                 prod[lo:hi]))
+            if g.cl:  # cols: the padded NHWC copy of x
+                def part(lo, hi, p):
+                    _conv_blocks.by_blocks(xp, cols[lo:hi], p, gy=gy[lo:hi], prod=prod[lo:hi],
+                                           kg_rows=_kg_rows(g))
+            else:
+                def part(lo, hi, p):
+                    _weight_products(xp, gy[lo:hi], cols[lo:hi], p, prod[lo:hi])
+            _by_images(xp, g, part)
             gw = _weight_sum(prod, g)
             del prod
         if nx:
@@ -658,6 +567,8 @@ class Conv2d(_Conv):
         (or, when x needs no gradient, from its constant columns)."""
         cols, w, x = saved
         gw = None
+        if nw and x is None and g.cl:  # x from its saved NHWC copy (a constant here)
+            x = _conv_blocks.unpad(cols, g)
         if nw:
             gw = (_weight_grad(TensorBackend, gy, cols, g) if x is None else
                   _graph_weight_grad(x, gy, g))
@@ -710,7 +621,7 @@ class ConvTranspose2d(_Conv):
         g.stride, g.dilation, g.pad = (sh, sw), (dh, dw), (t, bt, left, r)
         g.ho, g.wo = h, wd
         xp = ctx.xp
-        g.cl = _cols_last(xp, cout // groups)
+        g.cl = _conv_blocks.cols_last(xp, cout // groups)
         nx, nw, _ = ctx.needs_input_grad
         y = xp.empty((n, cout, hout, wout), dtype=x.dtype)
         _by_images(xp, g, lambda lo, hi, p: _add_bias(_input_grad(xp, x[lo:hi], w, p, y[lo:hi]),
@@ -736,17 +647,26 @@ class ConvTranspose2d(_Conv):
         # per chunk of images: gy's columns (N, Cout, Hout, Wout) -> (N, G, Kg, H*W) (or
         # channels-last), then gx = (G, Cin/G, Kg) @ cols -> (N, Cin, H, W) and x's weight
         # products
-        cols = xp.empty(_cols_shape(g), dtype=gy.dtype)
         gx = xp.empty((g.n, g.o, g.ho, g.wo), dtype=gy.dtype) if nx else None
         prod = _products_buffer(xp, g, gy.dtype) if nw else None
-        wmat = _gemm_weight(xp, w, g) if nx else None
+        if g.cl:  # by blocks of gy's columns, both products from each block
+            wmat = _conv_blocks.gemm_weight(xp, w, g) if nx else None
 
-        def part(lo, hi, p):
-            _im2col(xp, gy[lo:hi], p, cols[lo:hi])
-            if nx:
-                _gemm_forward(xp, cols[lo:hi], wmat, p, gx[lo:hi])
-            if nw:
-                _weight_products(xp, x[lo:hi], cols[lo:hi], p, prod[lo:hi])
+            def part(lo, hi, p):
+                _conv_blocks.by_blocks(xp, _conv_blocks.nhwc(xp, gy[lo:hi], p), p, wmat=wmat,
+                                       y=gx[lo:hi] if nx else None,
+                                       gy=x[lo:hi] if nw else None,
+                                       prod=prod[lo:hi] if nw else None, kg_rows=_kg_rows(g))
+        else:
+            cols = xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=gy.dtype)
+            wmat = _wmat(xp.ascontiguousarray(w), g) if nx else None
+
+            def part(lo, hi, p):
+                _im2col(xp, gy[lo:hi], p, cols[lo:hi])
+                if nx:
+                    _gemm_forward(xp, cols[lo:hi], wmat, p, gx[lo:hi])
+                if nw:
+                    _weight_products(xp, x[lo:hi], cols[lo:hi], p, prod[lo:hi])
 
         _by_images(xp, g, part)
         return gx, (_weight_sum(prod, g) if nw else None)  # -> (Cin, Cout/G, kh, kw)

@@ -14,7 +14,7 @@ import pytest
 import tapegrad as tg
 from tapegrad import ops
 from tapegrad.device import pool
-from tapegrad.ops import conv
+from tapegrad.ops import _conv_blocks
 
 
 @pytest.fixture
@@ -163,9 +163,9 @@ def _grads(fn, arrays):
 def _same_bits_at_1_and_2_threads(fn, arrays, monkeypatch=None):
     """Output and every gradient bitwise equal at 1 and 2 threads; with
     ``monkeypatch``, also that the 2-thread run did split (handed chunks to a worker),
-    with the correlation's column blocks (conv._conv_by_blocks) a few rows each."""
+    with channels-last convs' blocks (_conv_blocks) a few output rows each."""
     if monkeypatch is not None:
-        monkeypatch.setattr(conv, "_BLOCK_BYTES", 8192)
+        monkeypatch.setattr(_conv_blocks, "BLOCK_BYTES", 8192)
     tg.set_num_threads(1)
     one = _grads(fn, arrays)
     tg.set_num_threads(2)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import tapegrad as tg
 from tapegrad import ops
 from tapegrad.errors import ArgumentError, DTypeError, ShapeError
+from tapegrad.ops import _conv_blocks as blocks
 from tapegrad.ops import conv as conv_mod
 from tapegrad.testing import directional_gradcheck, gradcheck
 from tapegrad.testing.reference import ref_conv2d, ref_conv_transpose2d
@@ -19,15 +20,15 @@ from tapegrad.testing.reference import ref_conv2d, ref_conv_transpose2d
 
 @pytest.fixture(autouse=True, scope="module", params=["nchw-columns", "channels-last-columns"])
 def cols_layout(request):
-    """Every test runs with both column layouts: as chosen per conv (channels-last from
-    conv._COLS_LAST_MIN_CG channels per group up, which these small cases are below),
-    and channels-last for every channel count, with blocks of a few output rows in
-    the correlation input gradient (conv._conv_by_blocks; a last block shorter)."""
-    before = conv_mod._COLS_LAST_MIN_CG, conv_mod._BLOCK_BYTES
+    """Every test runs with both layouts: as chosen per conv (channels-last from
+    _conv_blocks.MIN_CG channels per group up, which these small cases are below),
+    and channels-last by blocks for every channel count, the blocks a few output rows
+    each (a last one shorter)."""
+    before = blocks.MIN_CG, blocks.BLOCK_BYTES
     if request.param == "channels-last-columns":
-        conv_mod._COLS_LAST_MIN_CG, conv_mod._BLOCK_BYTES = 1, 2048
+        blocks.MIN_CG, blocks.BLOCK_BYTES = 1, 2048
     yield request.param
-    conv_mod._COLS_LAST_MIN_CG, conv_mod._BLOCK_BYTES = before
+    blocks.MIN_CG, blocks.BLOCK_BYTES = before
 
 
 def _pair(v):
@@ -270,6 +271,30 @@ def test_conv2d_skips_image_gradient(monkeypatch):
     y3 = ops.conv2d(x2, w3, padding=1)
     cols3, saved_w3, saved_x3 = y3._node.saved
     assert cols3 is not None and saved_w3 is w3.data and saved_x3 is x2.data
+
+
+def test_channels_last_saves_the_padded_nhwc_input_not_columns():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 16, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    grads = []
+    for min_cg in (16, 10 ** 9):  # channels-last (16 channels), then (N, G, Kg, P) columns
+        before, blocks.MIN_CG = blocks.MIN_CG, min_cg
+        try:
+            wt = tg.tensor(w, requires_grad=True)
+            y = ops.conv2d(tg.tensor(x), wt, padding=(1, 0, 2, 1), stride=(1, 2))
+            saved = y._node.saved[0]
+            y.backward(tg.tensor(np.cos(np.arange(y.numel())).reshape(y.shape)))
+        finally:
+            blocks.MIN_CG = before
+        grads.append((y.data, wt.grad.data))
+        if min_cg == 16:
+            assert saved.shape == (3, 7 + 1, 6 + 3, 16)  # (N, Hp, Wp, C): x padded, NHWC
+            np.testing.assert_array_equal(blocks.unpad(saved, y._node.geom), x)
+        else:
+            assert saved.shape == (3, 1, 16 * 9, y.shape[2] * y.shape[3])
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
 
 
 def test_conv2d_float32_stays_float32():

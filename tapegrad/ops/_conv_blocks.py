@@ -1,0 +1,135 @@
+"""Channels-last convolution on the host, by blocks of output rows (``conv.py``'s
+layout for inputs of many channels).
+
+The conv's input is copied once into a padded NHWC array ``xh`` (N, Hp, Wp, C);
+its windows, viewed as (N, Ho, Wo, kh, kw, G, Cg), give each output pixel's
+patch as one row of Cg-long contiguous runs (kw*Cg long at dilation 1): the
+channels-last columns (G, Ho*Wo, Kg), Kg ordered (kh, kw, Cg). They are never
+written for the whole batch. Per image, the columns of a few output rows at a
+time are copied into one small buffer, and every product that needs them runs
+while the buffer is in cache:
+
+* forward        ``y  = cols @ W^T``      ``(G, m, Kg) @ (G, Kg, Og) -> (G, m, Og)``, one
+  image's result then copied transposed into NCHW
+* weight grad    ``gW_n = sum_blocks cols^T @ gy^T`` per image (or ``gy @ cols``),
+  summed over images after the join, in order, as ``conv._weight_sum`` does
+
+``xh`` is what the tape saves for the weight gradient, 1/(kh*kw) of the columns.
+Why (DESIGN.md): OpenBLAS's SkylakeX SGEMM runs ``cols @ W^T`` 1.4x faster than
+``W @ cols`` on these shapes; reading the columns back from cache rather than
+from memory makes both GEMMs faster than with the columns saved, even with the
+im2col copy made twice; and the NCHW im2col copies rows of Wo values, where
+these copy rows of Cg. Below ``MIN_CG`` channels per group those rows are too
+short (C=3: the op 1.2x slower), and conv.py keeps its (N, G, Kg, P) columns.
+
+Blocks depend on the geometry only, never on the chunk of images a thread has,
+so every thread count makes the same BLAS calls and gives the same bits.
+"""
+
+from __future__ import annotations
+
+from ..device import kernels
+from ._windows import strided_view
+
+# Channels-last pays from about 12 channels per group up (the conv op fwd+bwd,
+# 1 and 2 threads); 8 was even, 4 and 3 slower.
+MIN_CG = 12
+
+# The block buffer's size: with the weight it stays in L2 (2 MiB per core on the
+# Xeon measured, 512 KiB on Zen 3). 128 KiB was as fast at 1 thread but 2-7% slower
+# at 2: 4x the Python-level calls, two threads taking turns at the GIL between them.
+BLOCK_BYTES = 512 << 10
+
+
+def cols_last(xp, cg):
+    """Whether a conv whose columns have ``cg`` input channels per group goes
+    channels-last here. A host layout: on CUDA the im2col kernel writes (N, G, Kg, P)."""
+    return cg >= MIN_CG and not kernels.on_cuda(xp)
+
+
+def gemm_weight(xp, w, g):
+    """The weight as the forward GEMM's right operand: (O, Cg, kh, kw) ->
+    (G, Og, Cg, kh, kw) -> (G, kh, kw, Cg, Og) -> (G, Kg, Og), a copy."""
+    og, cg = g.o // g.g, g.c // g.g
+    t = w.reshape(g.g, og, cg, g.kh, g.kw).transpose(0, 3, 4, 2, 1)
+    return xp.ascontiguousarray(t).reshape(g.g, g.kg, og)
+
+
+def padded_shape(g):
+    t, b, left, r = g.pad
+    return (g.n, g.h + t + b, g.w + left + r, g.c)
+
+
+def nhwc(xp, x, g, out=None):
+    """x (N, C, H, W) -> xh (N, Hp, Wp, C), zero-padded (or written into ``out``, a
+    zeroed or, without padding, any array of that shape)."""
+    t, b, left, r = g.pad
+    if out is None:
+        out = (xp.zeros if (t or b or left or r) else xp.empty)(padded_shape(g), dtype=x.dtype)
+    out[:, t:t + g.h, left:left + g.w] = x.transpose(0, 2, 3, 1)
+    return out
+
+
+def unpad(xh, g):
+    """xh (N, Hp, Wp, C) -> x (N, C, H, W), a view."""
+    t, _, left, _ = g.pad
+    return xh[:, t:t + g.h, left:left + g.w].transpose(0, 3, 1, 2)
+
+
+def _windows(xp, xh, g):
+    """xh (N, Hp, Wp, C) -> a view (N, Ho, Wo, kh, kw, G, Cg) of every window. Ho fits
+    the padded rows (a transposed conv's output_padding may leave more, which no
+    output reads)."""
+    s0, s1, s2, s3 = xh.strides
+    (sh, sw), (dh, dw), cg = g.stride, g.dilation, g.c // g.g
+    return strided_view(xp, xh, (g.n, g.ho, g.wo, g.kh, g.kw, g.g, cg),
+                        (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3 * cg, s3))
+
+
+def block_rows(g, itemsize):
+    """Output rows per block: at most BLOCK_BYTES of columns, the blocks of an image
+    as even as they can be (14 + 14 + 4 rows become 11 + 11 + 10)."""
+    most = max(1, BLOCK_BYTES // (g.wo * g.g * g.kg * itemsize))
+    count = -(-g.ho // most)
+    return -(-g.ho // count)
+
+
+def by_blocks(xp, xh, g, wmat=None, y=None, gy=None, prod=None, kg_rows=True):
+    """Images of ``xh`` (N, Hp, Wp, C), block by block of output rows:
+
+    * with ``wmat`` (:func:`gemm_weight`): the forward into ``y`` (N, O, Ho, Wo);
+    * with ``gy`` (N, O, Ho, Wo): each image's weight product into ``prod``,
+      (N, G, Kg, Og) if ``kg_rows`` else (N, G, Og, Kg), its blocks' products added
+      in order.
+    """
+    win = _windows(xp, xh, g)  # (N, Ho, Wo, kh, kw, G, Cg)
+    og, cg, p = g.o // g.g, g.c // g.g, g.ho * g.wo
+    rows = block_rows(g, xh.dtype.itemsize)
+    buf = xp.empty((g.g, rows * g.wo, g.kg), dtype=xh.dtype)
+    bufv = buf.reshape(g.g, rows, g.wo, g.kh, g.kw, cg)
+    if wmat is not None:
+        ym = xp.empty((g.g, p, og), dtype=xh.dtype)  # one image's (G, P, Og)
+        yv = y.reshape(g.n, g.g, og, p)
+    if gy is not None:
+        gyv = gy.reshape(g.n, g.g, og, p)
+        tmp = xp.empty(prod.shape[1:], dtype=prod.dtype) if rows < g.ho else None
+    for n in range(g.n):
+        for r0 in range(0, g.ho, rows):
+            r1 = min(g.ho, r0 + rows)
+            p0, p1 = r0 * g.wo, r1 * g.wo
+            # (rows, Wo, kh, kw, G, Cg) -> (G, rows, Wo, kh, kw, Cg), i.e. (G, m, Kg)
+            bufv[:, :r1 - r0] = win[n, r0:r1].transpose(4, 0, 1, 2, 3, 5)
+            cols = buf[:, :p1 - p0]
+            if wmat is not None:  # (G, m, Kg) @ (G, Kg, Og) -> (G, m, Og)
+                xp.matmul(cols, wmat, out=ym[:, p0:p1])
+            if gy is not None:
+                gb = gyv[n, :, :, p0:p1]  # (G, Og, m)
+                # (G, Kg, m) @ (G, m, Og) -> (G, Kg, Og), or (G, Og, m) @ (G, m, Kg)
+                a, b = (cols.transpose(0, 2, 1), gb.transpose(0, 2, 1)) if kg_rows else (gb, cols)
+                if r0 == 0:
+                    xp.matmul(a, b, out=prod[n])
+                else:
+                    xp.matmul(a, b, out=tmp)
+                    prod[n] += tmp
+        if wmat is not None:
+            yv[n] = ym.transpose(0, 2, 1)  # (G, P, Og) -> (G, Og, P)
