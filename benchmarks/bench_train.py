@@ -12,8 +12,8 @@ count), their ratio, and the fraction of the machine's float32 GEMM rate
 (measured here with numpy) that the step's conv/linear FLOPs represent
 (forward + backward MACs x 2). Then each tapegrad step's peak memory
 (tracemalloc: NumPy allocations are tracked), the arrays the tape actually
-saved, and an estimate of what backward needs (saved activations plus one
-im2col buffer per conv layer).
+saved, and an estimate of what backward needs (saved activations plus each conv
+layer's buffer: its im2col columns, or a padded NHWC copy of its input).
 
     python benchmarks/bench_train.py [--steps 21] [--warmup 3] [--nets lenet,vgg-small,...]
                                      [--device cpu|cuda] [--batch N] [--threads N] [--profile]
@@ -41,6 +41,7 @@ import numpy as np
 import tapegrad as tg
 from tapegrad import tape
 from tapegrad.device import pool
+from tapegrad.ops import _conv_blocks
 
 # ------------------------------------------------------------------ the nets
 # One spec per net; tapegrad and torch models, FLOPs and memory estimates
@@ -91,7 +92,9 @@ def analyse(spec, batch, in_shape):
     Memory (bytes): what each layer's backward must keep -- conv and linear
     inputs, ReLU outputs, BN's normalised input, a one-byte argmax per pool
     output and dropout mask element, the loss's softmax -- each activation
-    counted once, plus the im2col buffer of each conv layer.
+    counted once, plus the buffer each conv layer saves for its weight gradient: its
+    im2col columns, or from ``_conv_blocks.MIN_CG`` input channels up the padded NHWC
+    copy of its input.
     """
     shape = (batch, *in_shape)
     macs = 0
@@ -106,7 +109,10 @@ def analyse(spec, batch, in_shape):
             fwd = batch * cout * ho * wo * cin * k * k
             macs += fwd * (2 if i == 0 else 3)
             saved_float[i] = 4 * n
-            im2col.append(4 * batch * cin * k * k * ho * wo)
+            if cin >= _conv_blocks.MIN_CG:  # channels-last: the padded NHWC copy of x
+                im2col.append(4 * batch * cin * (shape[2] + 2 * p) * (shape[3] + 2 * p))
+            else:
+                im2col.append(4 * batch * cin * k * k * ho * wo)
             shape = (batch, cout, ho, wo)
         elif kind == "linear":
             fwd = batch * a[0] * a[1]
@@ -404,7 +410,7 @@ def main(argv=None):
         print()
     print("memory per tapegrad step (MiB):")
     print(f"  {'net':<10} {'peak':>8} {'tape':>8} {'needed':>8}  = saved activations + "
-          "im2col (one per conv layer)")
+          "conv buffers (columns or NHWC copy, one per layer)")
     for name, _, _, _, peak, tape, needed, im2col in summary:
         mib = 2 ** 20
         print(f"  {name:<10} {peak / mib:8.1f} {tape / mib:8.1f} "
