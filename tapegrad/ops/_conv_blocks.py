@@ -55,17 +55,20 @@ def gemm_weight(xp, w, g):
     return xp.ascontiguousarray(t).reshape(g.g, g.kg, og)
 
 
-def padded_shape(g):
+def padded_buffer(xp, g, dtype):
+    """An array for :func:`nhwc` of the whole batch, (N, Hp, Wp, C): zeros where
+    there is padding, else uninitialised."""
     t, b, left, r = g.pad
-    return (g.n, g.h + t + b, g.w + left + r, g.c)
+    make = xp.zeros if (t or b or left or r) else xp.empty
+    return make((g.n, g.h + t + b, g.w + left + r, g.c), dtype=dtype)
 
 
 def nhwc(xp, x, g, out=None):
-    """x (N, C, H, W) -> xh (N, Hp, Wp, C), zero-padded (or written into ``out``, a
-    zeroed or, without padding, any array of that shape)."""
-    t, b, left, r = g.pad
+    """x (N, C, H, W) -> xh (N, Hp, Wp, C), zero-padded (or written into ``out``, from
+    :func:`padded_buffer`)."""
+    t, _, left, _ = g.pad
     if out is None:
-        out = (xp.zeros if (t or b or left or r) else xp.empty)(padded_shape(g), dtype=x.dtype)
+        out = padded_buffer(xp, g, x.dtype)
     out[:, t:t + g.h, left:left + g.w] = x.transpose(0, 2, 3, 1)
     return out
 

@@ -35,11 +35,12 @@ copy of the input and used while in cache, never written whole; the forward is
 ``cols @ W^T`` and the NHWC copy is what the tape saves. The large 3x3 layers
 run 1.2-1.3x faster that way (DESIGN.md).
 
-The column array is saved for the weight gradient (no second im2col in
-backward), the weight only when the input gradient is needed, and nothing of
-``x`` when only the input gradient is needed. ``conv_transpose2d`` runs the
-same three kernels with the roles of forward and input gradient swapped (and
-saves its input ``x`` for the weight gradient).
+The column array (channels-last: the NHWC copy) is saved for the weight
+gradient (no second im2col in backward), the weight only when the input
+gradient is needed, and nothing of ``x`` when only the input gradient is
+needed. ``conv_transpose2d`` runs the same three kernels with the roles of
+forward and input gradient swapped (and saves its input ``x`` for the weight
+gradient).
 
 Double backward (``create_graph=True``)
 ---------------------------------------
@@ -102,7 +103,6 @@ class _Geom:
 def _wmat(w, g):
     """(O, Cg, kh, kw) -> (G, Og, Kg): the weight as one matrix per group."""
     return w.reshape(g.g, g.o // g.g, g.kg)
-
 
 
 def _check_common(op, x, w, b, groups, in_axis, out_axis):
@@ -519,14 +519,14 @@ class Conv2d(_Conv):
         y = xp.empty((g.n, g.o, g.ho, g.wo), dtype=x.dtype)
         if g.cl:  # by blocks; the padded NHWC copy of x is saved for gW
             wmat = _conv_blocks.gemm_weight(xp, w, g)
-            cols = xp.zeros(_conv_blocks.padded_shape(g), dtype=x.dtype)
+            cols = _conv_blocks.padded_buffer(xp, g, x.dtype)
 
             def part(lo, hi, p):
                 _conv_blocks.nhwc(xp, x[lo:hi], p, cols[lo:hi])
                 _conv_blocks.by_blocks(xp, cols[lo:hi], p, wmat=wmat, y=y[lo:hi])
                 _add_bias(y[lo:hi], b)
         else:
-            wmat = _wmat(xp.ascontiguousarray(w), g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
+            wmat = _wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
             cols = xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=x.dtype)  # saved for gW
 
             def part(lo, hi, p):
@@ -644,9 +644,8 @@ class ConvTranspose2d(_Conv):
         output gradient: both from gy's columns."""
         if not (nx or nw):
             return None, None
-        # per chunk of images: gy's columns (N, Cout, Hout, Wout) -> (N, G, Kg, H*W) (or
-        # channels-last), then gx = (G, Cin/G, Kg) @ cols -> (N, Cin, H, W) and x's weight
-        # products
+        # per chunk of images: gy's columns (N, Cout, Hout, Wout) -> (N, G, Kg, H*W), then
+        # gx = (G, Cin/G, Kg) @ cols -> (N, Cin, H, W) and x's weight products
         gx = xp.empty((g.n, g.o, g.ho, g.wo), dtype=gy.dtype) if nx else None
         prod = _products_buffer(xp, g, gy.dtype) if nw else None
         if g.cl:  # by blocks of gy's columns, both products from each block
@@ -659,7 +658,7 @@ class ConvTranspose2d(_Conv):
                                        prod=prod[lo:hi] if nw else None, kg_rows=_kg_rows(g))
         else:
             cols = xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=gy.dtype)
-            wmat = _wmat(xp.ascontiguousarray(w), g) if nx else None
+            wmat = _wmat(w, g) if nx else None
 
             def part(lo, hi, p):
                 _im2col(xp, gy[lo:hi], p, cols[lo:hi])
