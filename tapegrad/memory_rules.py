@@ -126,10 +126,10 @@ def _chunks(g, xp) -> int:
 def _block_bytes(f, size, forward, products) -> int:
     """One chunk's temporaries in _conv_blocks.by_blocks over geometry ``f``: the block
     buffer, one image's forward result, a block's weight product."""
-    rows = _conv_blocks.block_rows(f, size)
-    total = rows * f.wo * f.g * f.kg * size
+    rows, imgs = _conv_blocks.block_shape(f, size)
+    total = imgs * rows * f.wo * f.g * f.kg * size
     if forward:
-        total += f.ho * f.wo * f.o * size
+        total += imgs * f.ho * f.wo * f.o * size
     if products and rows < f.ho:
         total += f.g * f.kg * (f.o // f.g) * size
     return total

@@ -89,16 +89,22 @@ def _windows(xp, xh, g):
                         (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3 * cg, s3))
 
 
-def block_rows(g, itemsize):
-    """Output rows per block: at most BLOCK_BYTES of columns, the blocks of an image
-    as even as they can be (14 + 14 + 4 rows become 11 + 11 + 10)."""
-    most = max(1, BLOCK_BYTES // (g.wo * g.g * g.kg * itemsize))
-    count = -(-g.ho // most)
-    return -(-g.ho // count)
+def block_shape(g, itemsize):
+    """``(rows, images)`` per block: at most BLOCK_BYTES of columns. Large images go
+    by blocks of output rows, as even as they can be (14 + 14 + 4 rows become
+    11 + 11 + 10); small ones whole, several images a block (LeNet's second conv: 4),
+    so that there are fewer Python-level calls. Each BLAS call still covers one image
+    (a batched matmul), so the grouping does not change any bits."""
+    image = g.wo * g.g * g.kg * itemsize  # one output row's columns
+    most = max(1, BLOCK_BYTES // image)
+    if most < g.ho:
+        count = -(-g.ho // most)
+        return -(-g.ho // count), 1
+    return g.ho, max(1, min(g.n, most // g.ho))
 
 
 def by_blocks(xp, xh, g, wmat=None, y=None, gy=None, prod=None, kg_rows=True):
-    """Images of ``xh`` (N, Hp, Wp, C), block by block of output rows:
+    """Images of ``xh`` (N, Hp, Wp, C), block by block (:func:`block_shape`):
 
     * with ``wmat`` (:func:`gemm_weight`): the forward into ``y`` (N, O, Ho, Wo);
     * with ``gy`` (N, O, Ho, Wo): each image's weight product into ``prod``,
@@ -107,32 +113,39 @@ def by_blocks(xp, xh, g, wmat=None, y=None, gy=None, prod=None, kg_rows=True):
     """
     win = _windows(xp, xh, g)  # (N, Ho, Wo, kh, kw, G, Cg)
     og, cg, p = g.o // g.g, g.c // g.g, g.ho * g.wo
-    rows = block_rows(g, xh.dtype.itemsize)
-    buf = xp.empty((g.g, rows * g.wo, g.kg), dtype=xh.dtype)
-    bufv = buf.reshape(g.g, rows, g.wo, g.kh, g.kw, cg)
+    rows, imgs = block_shape(g, xh.dtype.itemsize)
+    buf = xp.empty((g.g, imgs, rows * g.wo, g.kg), dtype=xh.dtype)
+    bufv = buf.reshape(g.g, imgs, rows, g.wo, g.kh, g.kw, cg)
     if wmat is not None:
-        ym = xp.empty((g.g, p, og), dtype=xh.dtype)  # one image's (G, P, Og)
+        ym = xp.empty((g.g, imgs, p, og), dtype=xh.dtype)  # the block's images' (G, ., P, Og)
         yv = y.reshape(g.n, g.g, og, p)
+        wmat = wmat[:, None]  # (G, 1, Kg, Og): one GEMM per group and image
     if gy is not None:
         gyv = gy.reshape(g.n, g.g, og, p)
-        tmp = xp.empty(prod.shape[1:], dtype=prod.dtype) if rows < g.ho else None
-    for n in range(g.n):
+        # (N, G, ., .) -> (G, N, ., .), a view: the products' out per block
+        prodv = prod.transpose(1, 0, 2, 3)
+        tmp = xp.empty((g.g, 1) + prod.shape[2:], dtype=prod.dtype) if rows < g.ho else None
+    for n0 in range(0, g.n, imgs):
+        n1 = min(g.n, n0 + imgs)
+        k = n1 - n0
         for r0 in range(0, g.ho, rows):
             r1 = min(g.ho, r0 + rows)
             p0, p1 = r0 * g.wo, r1 * g.wo
-            # (rows, Wo, kh, kw, G, Cg) -> (G, rows, Wo, kh, kw, Cg), i.e. (G, m, Kg)
-            bufv[:, :r1 - r0] = win[n, r0:r1].transpose(4, 0, 1, 2, 3, 5)
-            cols = buf[:, :p1 - p0]
-            if wmat is not None:  # (G, m, Kg) @ (G, Kg, Og) -> (G, m, Og)
-                xp.matmul(cols, wmat, out=ym[:, p0:p1])
+            # (k, rows, Wo, kh, kw, G, Cg) -> (G, k, rows, Wo, kh, kw, Cg), i.e. (G, k, m, Kg)
+            bufv[:, :k, :r1 - r0] = win[n0:n1, r0:r1].transpose(5, 0, 1, 2, 3, 4, 6)
+            cols = buf[:, :k, :p1 - p0]
+            if wmat is not None:  # (G, k, m, Kg) @ (G, 1, Kg, Og) -> (G, k, m, Og)
+                xp.matmul(cols, wmat, out=ym[:, :k, p0:p1])
             if gy is not None:
-                gb = gyv[n, :, :, p0:p1]  # (G, Og, m)
-                # (G, Kg, m) @ (G, m, Og) -> (G, Kg, Og), or (G, Og, m) @ (G, m, Kg)
-                a, b = (cols.transpose(0, 2, 1), gb.transpose(0, 2, 1)) if kg_rows else (gb, cols)
+                gb = gyv[n0:n1, :, :, p0:p1].transpose(1, 0, 2, 3)  # (G, k, Og, m)
+                # (G, k, Kg, m) @ (G, k, m, Og) -> (G, k, Kg, Og), or (G, k, Og, m) @
+                # (G, k, m, Kg) -> (G, k, Og, Kg)
+                a, b = ((cols.transpose(0, 1, 3, 2), gb.transpose(0, 1, 3, 2)) if kg_rows
+                        else (gb, cols))
                 if r0 == 0:
-                    xp.matmul(a, b, out=prod[n])
-                else:
+                    xp.matmul(a, b, out=prodv[:, n0:n1])
+                else:  # one image (rows < Ho)
                     xp.matmul(a, b, out=tmp)
-                    prod[n] += tmp
-        if wmat is not None:
-            yv[n] = ym.transpose(0, 2, 1)  # (G, P, Og) -> (G, Og, P)
+                    prodv[:, n0:n1] += tmp
+        if wmat is not None:  # (G, k, P, Og) -> (k, G, Og, P)
+            yv[n0:n1] = ym[:, :k].transpose(1, 0, 3, 2)

@@ -160,12 +160,13 @@ def _grads(fn, arrays):
     return [y.data.copy()] + [t.grad.data.copy() for t in leaves]
 
 
-def _same_bits_at_1_and_2_threads(fn, arrays, monkeypatch=None):
+def _same_bits_at_1_and_2_threads(fn, arrays, monkeypatch=None, block_bytes=8192):
     """Output and every gradient bitwise equal at 1 and 2 threads; with
     ``monkeypatch``, also that the 2-thread run did split (handed chunks to a worker),
-    with channels-last convs' blocks (_conv_blocks) a few output rows each."""
+    with channels-last convs' blocks (_conv_blocks) of ``block_bytes``: a few output
+    rows each by default, two or more whole images at 1 << 17."""
     if monkeypatch is not None:
-        monkeypatch.setattr(_conv_blocks, "BLOCK_BYTES", 8192)
+        monkeypatch.setattr(_conv_blocks, "BLOCK_BYTES", block_bytes)
     tg.set_num_threads(1)
     one = _grads(fn, arrays)
     tg.set_num_threads(2)
@@ -180,24 +181,27 @@ def _same_bits_at_1_and_2_threads(fn, arrays, monkeypatch=None):
     assert monkeypatch is None or splits, "nothing was split"
 
 
+@pytest.mark.parametrize("block_bytes", [8192, 1 << 17])
 @pytest.mark.parametrize("xs, ws, kw", _CONVS)
-def test_conv2d_is_bitwise_equal_at_every_thread_count(two_threads, xs, ws, kw, monkeypatch):
+def test_conv2d_is_bitwise_equal_at_every_thread_count(two_threads, xs, ws, kw, block_bytes,
+                                                       monkeypatch):
     rng = np.random.default_rng(1)
     x, w = rng.standard_normal(xs, dtype=np.float32), rng.standard_normal(ws, dtype=np.float32)
     b = rng.standard_normal(ws[0], dtype=np.float32)
     _same_bits_at_1_and_2_threads(lambda x, w, b: ops.conv2d(x, w, b, **kw), [x, w, b],
-                                  monkeypatch)
+                                  monkeypatch, block_bytes)
 
 
+@pytest.mark.parametrize("block_bytes", [8192, 1 << 17])
 @pytest.mark.parametrize("xs, ws, kw", _CONVS)
 def test_conv_transpose2d_is_bitwise_equal_at_every_thread_count(two_threads, xs, ws, kw,
-                                                                  monkeypatch):
+                                                                  block_bytes, monkeypatch):
     rng = np.random.default_rng(2)
     # the adjoint's shapes: x has the conv's output channels, w is (in, out/groups, kh, kw)
     x = rng.standard_normal((xs[0], ws[0], 6, 7), dtype=np.float32)
     w = rng.standard_normal(ws, dtype=np.float32)
     _same_bits_at_1_and_2_threads(lambda x, w: ops.conv_transpose2d(x, w, **kw), [x, w],
-                                  monkeypatch)
+                                  monkeypatch, block_bytes)
 
 
 @pytest.mark.parametrize("blocks", ["rows", "columns"])

@@ -18,15 +18,18 @@ from tapegrad.testing import directional_gradcheck, gradcheck
 from tapegrad.testing.reference import ref_conv2d, ref_conv_transpose2d
 
 
-@pytest.fixture(autouse=True, scope="module", params=["nchw-columns", "channels-last-columns"])
+@pytest.fixture(autouse=True, scope="module",
+                params=["nchw-columns", "channels-last-rows", "channels-last-images"])
 def cols_layout(request):
     """Every test runs with both layouts: as chosen per conv (channels-last from
     _conv_blocks.MIN_CG channels per group up, which these small cases are below),
     and channels-last by blocks for every channel count, the blocks a few output rows
-    each (a last one shorter)."""
+    each (a last one shorter) or several whole images each."""
     before = blocks.MIN_CG, blocks.BLOCK_BYTES
-    if request.param == "channels-last-columns":
+    if request.param == "channels-last-rows":
         blocks.MIN_CG, blocks.BLOCK_BYTES = 1, 2048
+    elif request.param == "channels-last-images":
+        blocks.MIN_CG, blocks.BLOCK_BYTES = 1, 1 << 16
     yield request.param
     blocks.MIN_CG, blocks.BLOCK_BYTES = before
 
