@@ -138,18 +138,8 @@ def _block_bytes(f, size, forward, products) -> int:
 def _conv_input_grad(g, size, xp) -> int:
     """Peak of ops/conv.py's _input_grad above its start, its result included."""
     gx = g.n * g.c * g.h * g.w * size
-    if g.stride == (1, 1) and g.o <= 2 * g.c:  # correlation with the flipped kernel
-        f = conv._Geom()
-        f.cl = _conv_blocks.cols_last(xp, g.o // g.g)
-        dh, dw = g.dilation
-        t, _, left, _ = g.pad
-        pt, pb = dh * (g.kh - 1) - t, g.h - g.ho + t
-        pl, pr = dw * (g.kw - 1) - left, g.w - g.wo + left
-        f.n, f.c, f.o, f.g = g.n, g.o, g.c, g.g
-        f.h = g.ho - max(0, -pt) - max(0, -pb)
-        f.w = g.wo - max(0, -pl) - max(0, -pr)
-        f.kh, f.kw, f.ho, f.wo = g.kh, g.kw, g.h, g.w
-        f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
+    if conv._correlates(g):  # correlation with the flipped kernel
+        f, _ = conv._correlation_geom(xp, g)
         pad, cols = _im2col_bytes(f, size)
         if f.cl:
             return pad + _chunks(g, xp) * _block_bytes(f, size, True, False) + gx

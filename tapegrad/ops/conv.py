@@ -311,6 +311,36 @@ def _work(g):
 _CHANNELS_LAST_BELOW_WO = 12
 
 
+def _correlates(g):
+    """Whether :func:`_input_grad` takes the correlation of gy with the flipped kernel
+    (stride 1, few output channels) rather than gcols + col2im."""
+    return g.stride == (1, 1) and g.o <= 2 * g.c
+
+
+def _correlation_geom(xp, g):
+    """The conv :func:`_input_grad` runs for a correlating ``g`` (gy -> gx, stride 1):
+    its geometry and the index that crops gy for it."""
+    dh, dw = g.dilation
+    t, _, left, _ = g.pad
+    # pad gy by span-1-pad before and so that the result is (H, W) after (span-1-pad,
+    # plus a transposed conv's output_padding); a negative amount crops instead
+    pt, pb = dh * (g.kh - 1) - t, g.h - g.ho + t
+    pl, pr = dw * (g.kw - 1) - left, g.w - g.wo + left
+    crop = (slice(None), slice(None), slice(max(0, -pt), g.ho - max(0, -pb)),
+            slice(max(0, -pl), g.wo - max(0, -pr)))
+    f = _Geom()
+    f.n, f.c = g.n, g.o
+    f.h = g.ho - max(0, -pt) - max(0, -pb)
+    f.w = g.wo - max(0, -pl) - max(0, -pr)
+    f.batch = g.batch
+    f.o, f.kh, f.kw, f.g = g.c, g.kh, g.kw, g.g
+    f.stride, f.dilation = (1, 1), g.dilation
+    f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
+    f.ho, f.wo = g.h, g.w
+    f.cl = _conv_blocks.cols_last(xp, g.o // g.g)
+    return f, crop
+
+
 def _input_grad(xp, gy, w, g, out=None):
     """The conv's input gradient (and a transposed conv's forward):
     gy (N, O, Ho, Wo), w (O, Cg, kh, kw) -> (N, C, H, W), a new contiguous array
@@ -322,23 +352,10 @@ def _input_grad(xp, gy, w, g, out=None):
     values per input pixel, col2im reads and writes C*kh*kw; the scatter's
     read-modify-write passes cost about twice a copy, hence ``O <= 2*C``.
     """
-    if g.stride == (1, 1) and g.o <= 2 * g.c:
-        dh, dw = g.dilation
-        t, b, left, r = g.pad
-        # pad gy by span-1-pad before and so that the result is (H, W) after (span-1-pad,
-        # plus a transposed conv's output_padding); a negative amount crops instead
-        pt, pb = dh * (g.kh - 1) - t, g.h - g.ho + t
-        pl, pr = dw * (g.kw - 1) - left, g.w - g.wo + left
-        gy = gy[:, :, max(0, -pt):g.ho - max(0, -pb), max(0, -pl):g.wo - max(0, -pr)]
-        f = _Geom()
-        f.n, f.c, f.h, f.w = gy.shape
-        f.batch = g.batch
-        f.o, f.kh, f.kw, f.g = g.c, g.kh, g.kw, g.g
-        f.stride, f.dilation = (1, 1), g.dilation
-        f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
-        f.ho, f.wo = g.h, g.w
+    if _correlates(g):
+        f, crop = _correlation_geom(xp, g)
+        gy = gy[crop]
         og, cg = g.o // g.g, g.c // g.g
-        f.cl = _conv_blocks.cols_last(xp, og)
         # flipped kernel, in and out swapped within each group: (O, Cg, kh, kw) ->
         # (G, Og, Cg, kh, kw) -> (G, Cg, Og, kh, kw) -> (C, Og, kh, kw), f's weight
         wf = w.reshape(g.g, og, cg, g.kh, g.kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
