@@ -87,8 +87,9 @@ def _batch_norm(node, g):
     n, c = shape[0], shape[1]
     ln = _prod(shape[2:])
     row = c * ln * size if ln > 1 else 0  # _row() repeats a (C,) vector over L
-    # xc, recentred into the buffer that becomes dx; two rows alive at the widest
-    return _needed_bytes(node) + 2 * row + n * c * size * 2, {}
+    # xc, recentred into the buffer that becomes dx; three rows alive at the widest
+    # (dx's k, shift and scale), and the (N, C) partial sums
+    return _needed_bytes(node) + 3 * row + n * c * size * 2, {}
 
 
 def _max_pool(node, g):

@@ -19,14 +19,13 @@ runs multi-threaded. So while the pool is on, the process's BLAS runs one
 thread per call (:mod:`.threads`), and the GEMMs of convolutions and linear
 layers go through a split here (batched ``matmul`` with a batched right operand
 is not split). So are max pooling (by images), ReLU and the SGD update (by
-pieces of the flat arrays, :func:`streamed`): loops that compute (max,
-compares, casts) nearly halve on two threads. Passes that only move memory do
-not: on this machine kind two threads multiplying 2 MB arrays by a constant
-gain 20%, and batch norm split by images (its per-image sums are BLAS
-matrix-vector products, which got slower with two callers: 104 -> 243 us per
-1M floats) was no faster than in one piece (forward 1.43 vs 1.23 ms, backward
-2.01 vs 2.29 ms, min of 40, 32x32x32x32), so batch norm and the other
-elementwise ops run in one piece.
+pieces of the flat arrays, :func:`streamed`) and batch norm (by blocks of
+samples, ``normalization._by_samples``). On the Xeon measured, a pass over a
+4 MB array split by rows takes 0.6-0.7x the time of one call (a subtract into a
+buffer 0.45 -> 0.29 ms, a per-row BLAS sum 0.21 -> 0.13 ms); an earlier session
+measured the per-row sums slower with two callers (104 -> 243 us per 1M floats)
+and batch norm split by images no faster (DESIGN.md), so passes that only move
+memory may gain little on some machines.
 
 Determinism: a chunk computes exactly what the single path computes for its
 items (same BLAS calls on the same shapes per item, BLAS at one thread), and

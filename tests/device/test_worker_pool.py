@@ -14,7 +14,7 @@ import pytest
 import tapegrad as tg
 from tapegrad import ops
 from tapegrad.device import pool
-from tapegrad.ops import _conv_blocks
+from tapegrad.ops import _conv_blocks, normalization
 
 
 @pytest.fixture
@@ -215,6 +215,32 @@ def test_linear_is_bitwise_equal_at_every_thread_count(two_threads, blocks, monk
     w, b = rng.standard_normal((30, 40), dtype=np.float32), rng.standard_normal(30,
                                                                               dtype=np.float32)
     _same_bits_at_1_and_2_threads(ops.linear, [x, w, b], monkeypatch)
+
+
+@pytest.mark.parametrize("shape", [(7, 3, 5, 6), (9, 5)])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_batch_norm_is_bitwise_equal_at_every_thread_count_and_block_size(
+        two_threads, shape, training, affine, dtype, monkeypatch):
+    """Blocks of 3 samples (a last one shorter) at 1 and 2 threads, and the whole batch
+    in one block: the same bits (per-sample sums, summed in sample order)."""
+    rng = np.random.default_rng(5)
+    c = shape[1]
+    x = (rng.standard_normal(shape) * 2 + 5).astype(dtype)
+    w, b = (rng.standard_normal(c).astype(dtype) for _ in range(2))
+
+    def bn(x, *wb):
+        rm, rv = tg.tensor(np.zeros(c, dtype)), tg.tensor(np.ones(c, dtype))
+        return ops.batch_norm(x, rm, rv, *wb, training=training)
+
+    arrays = [x, w, b] if affine else [x]
+    monkeypatch.setattr(normalization, "SAMPLE_BLOCK_BYTES", 3 * x[0].nbytes)
+    _same_bits_at_1_and_2_threads(bn, arrays, monkeypatch)
+    blocked = _grads(bn, arrays)
+    monkeypatch.setattr(normalization, "SAMPLE_BLOCK_BYTES", x.nbytes)
+    for a, d in zip(blocked, _grads(bn, arrays)):
+        assert a.tobytes() == d.tobytes()
 
 
 def test_split_conv_matches_torch(two_threads):

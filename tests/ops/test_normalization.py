@@ -12,11 +12,24 @@ from hypothesis import strategies as hst
 import tapegrad as tg
 from tapegrad import ops
 from tapegrad.errors import ArgumentError, DTypeError, ShapeError
+from tapegrad.ops import normalization
 from tapegrad.testing import gradcheck
 from tapegrad.testing import strategies as st
 from tapegrad.testing.reference import ref_batch_norm
 
 # ----------------------------------------------------------------- batch norm
+
+
+@pytest.fixture(autouse=True, scope="module", params=["one-block", "one-sample-blocks"])
+def sample_blocks(request):
+    """Every test runs with the host's blocks of samples as these small cases get them
+    (the whole batch in one block), and with one sample per block (the per-block sums
+    summed after the join). tests/device/test_worker_pool.py has blocks of several."""
+    before = normalization.SAMPLE_BLOCK_BYTES
+    if request.param == "one-sample-blocks":
+        normalization.SAMPLE_BLOCK_BYTES = 1
+    yield request.param
+    normalization.SAMPLE_BLOCK_BYTES = before
 
 bn_shapes = hst.sampled_from([(3, 2), (4, 3), (2, 2, 2, 3), (1, 3, 2, 2), (3, 1, 1, 2)])
 
