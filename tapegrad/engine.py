@@ -14,6 +14,7 @@ import threading
 import weakref
 from operator import attrgetter
 
+from .device import pool
 from .device.backend import sum_to_shape
 from .errors import DeviceError, GraphError, describe
 from .grad_mode import _local
@@ -339,7 +340,10 @@ def _accumulate_leaf_locked(t, g, create_graph):
     old = t.grad
     if old is None:
         # a private copy: rules may hand the same array to several inputs
-        t.grad = _wrap(t.device.xp.array(g, dtype=t.dtype, copy=True), t.device, None, 0, False)
+        data = pool.copy(g) if g.dtype == t.dtype else None
+        if data is None:
+            data = t.device.xp.array(g, dtype=t.dtype, copy=True)
+        t.grad = _wrap(data, t.device, None, 0, False)
     elif old.data.shape == g.shape and not old.requires_grad:
         old.data += g
     else:

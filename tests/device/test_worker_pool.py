@@ -316,6 +316,33 @@ def test_streamed_leaves_other_layouts_to_the_caller():
     assert pool.streamed(lambda o, x: np.negative(x, out=o), out, a) and (out == -1).all()
 
 
+def test_copy_splits_and_leaves_other_arrays_to_the_caller(two_threads, monkeypatch):
+    splits = []
+    run = pool._Pool.run
+    monkeypatch.setattr(pool._Pool, "run",
+                        lambda self, f, spans: (splits.append(len(spans)), run(self, f, spans)))
+    a = np.arange(3 * pool.STREAM_ROW + 5, dtype=np.float32).reshape(1, -1)
+    c = pool.copy(a)
+    assert splits and c.shape == a.shape and c.tobytes() == a.tobytes()
+    assert not np.shares_memory(a, c)
+    assert pool.copy(a[:, ::2]) is None  # not C-contiguous: the caller copies
+    assert pool.copy([1.0]) is None
+
+
+def test_leaf_gradients_are_private_copies_when_split(two_threads):
+    """A rule that hands the same array to two leaves (add) and the seed itself: every
+    ``.grad`` its own array."""
+    seed = np.ones((4, pool.STREAM_ROW), np.float32)
+    x, y = (tg.tensor(np.zeros_like(seed), requires_grad=True) for _ in range(2))
+    (x + y).backward(tg.tensor(seed))
+    x.grad.data[0, 0] = 7
+    assert y.grad.data[0, 0] == 1 and seed[0, 0] == 1
+    z = tg.tensor(np.zeros_like(seed), requires_grad=True)
+    s = tg.tensor(seed)
+    z.backward(s)
+    assert not np.shares_memory(z.grad.data, s.data)
+
+
 @pytest.mark.parametrize("kw", [dict(momentum=0.9, weight_decay=1e-2),
                                 dict(momentum=0.9, nesterov=True),
                                 dict(momentum=0.5, dampening=0.3), dict(weight_decay=1e-3)])
