@@ -56,20 +56,25 @@ def gemm_weight(xp, w, g):
 
 
 def padded_buffer(xp, g, dtype):
-    """An array for :func:`nhwc` of the whole batch, (N, Hp, Wp, C): zeros where
-    there is padding, else uninitialised."""
+    """An uninitialised array for :func:`nhwc` of the whole batch, (N, Hp, Wp, C)."""
     t, b, left, r = g.pad
-    make = xp.zeros if (t or b or left or r) else xp.empty
-    return make((g.n, g.h + t + b, g.w + left + r, g.c), dtype=dtype)
+    return xp.empty((g.n, g.h + t + b, g.w + left + r, g.c), dtype=dtype)
 
 
 def nhwc(xp, x, g, out=None):
-    """x (N, C, H, W) -> xh (N, Hp, Wp, C), zero-padded (or written into ``out``, from
-    :func:`padded_buffer`)."""
-    t, _, left, _ = g.pad
+    """x (N, C, H, W) -> xh (N, Hp, Wp, C), zero-padded, written into ``out`` (from
+    :func:`padded_buffer`, or a slice of its images) or a new array. Only the padding
+    is zeroed, by each chunk of images for its own (a whole-batch ``zeros`` in the
+    caller took 0.4 ms of conv 32x32x32's 10 ms forward, before the split)."""
+    t, b, left, r = g.pad
     if out is None:
         out = padded_buffer(xp, g, x.dtype)
+    hp, wp = out.shape[1:3]
     out[:, t:t + g.h, left:left + g.w] = x.transpose(0, 2, 3, 1)
+    for rows, cols in (((0, t), (0, wp)), ((hp - b, hp), (0, wp)),
+                       ((t, hp - b), (0, left)), ((t, hp - b), (wp - r, wp))):
+        if rows[1] > rows[0] and cols[1] > cols[0]:
+            out[:, rows[0]:rows[1], cols[0]:cols[1]] = 0
     return out
 
 
