@@ -112,7 +112,9 @@ def _max_pool(node, g):
 
 def _im2col_bytes(g, size) -> tuple[int, int]:
     """(padded copy, columns) of an im2col over geometry ``g`` (channels-last: the
-    NHWC copy, always made, and no columns)."""
+    NHWC copy, always made, and no columns; pointwise: neither, x is its columns)."""
+    if g.pointwise:
+        return 0, 0
     t, b, left, r = g.pad
     padded = g.cl or t or b or left or r
     pad = g.n * g.c * (g.h + t + b) * (g.w + left + r) * size if padded else 0
@@ -139,6 +141,8 @@ def _block_bytes(f, size, forward, products) -> int:
 def _conv_input_grad(g, size, xp) -> int:
     """Peak of ops/conv.py's _input_grad above its start, its result included."""
     gx = g.n * g.c * g.h * g.w * size
+    if g.pointwise:  # one GEMM per image, straight into gx
+        return gx
     if conv._correlates(g):  # correlation with the flipped kernel
         f, _ = conv._correlation_geom(xp, g)
         pad, cols = _im2col_bytes(f, size)

@@ -112,6 +112,13 @@ CASES = {
                            padding=1),
     "conv_transpose2d channels-last":
         lambda: ops.conv_transpose2d(_f32(32, 16, 8, 8), _f32(16, 16, 3, 3), _f32(16), stride=2),
+    "conv 1x1 (pointwise: x is its own columns)":
+        lambda: ops.conv2d(_f32(16, 16, 12, 12), _f32(32, 16, 1, 1), _f32(32)),
+    "conv 1x1, input needs no gradient":
+        lambda: ops.conv2d(_f32(16, 16, 12, 12, grad=False), _f32(32, 16, 1, 1), None),
+    "conv_transpose2d 1x1":
+        lambda: ops.conv_transpose2d(_f32(16, 32, 12, 12), _f32(32, 8, 1, 1), _f32(16),
+                                     groups=2),
     "max pool 2x2 (tiles)": lambda: nn.MaxPool2d(2)(_f32(16, 8, 16, 16)),
     "max pool 3x3 stride 2 pad 1": lambda: nn.MaxPool2d(3, 2, 1)(_f32(16, 8, 16, 16)),
     "max pool ragged edge": lambda: nn.MaxPool2d(2)(_f32(16, 8, 17, 17)),

@@ -150,6 +150,7 @@ _CONVS = [  # (x shape, w shape, kwargs)
     ((4, 4, 8, 8), (6, 2, 3, 3), dict(groups=2, padding=(1, 0, 2, 1), dilation=2)),
     ((4, 16, 9, 9), (16, 16, 3, 3), dict(padding=1)),              # channels-last columns
     ((3, 32, 8, 8), (24, 16, 3, 3), dict(groups=2, stride=2, dilation=(1, 2))),
+    ((6, 16, 9, 9), (24, 8, 1, 1), dict(groups=2)),                # pointwise: x its columns
 ]
 
 

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 import tapegrad as tg
 from tapegrad import ops
-from tapegrad.errors import ArgumentError, DTypeError, ShapeError
+from tapegrad.errors import ArgumentError, DTypeError, GraphError, ShapeError
 from tapegrad.ops import _conv_blocks as blocks
 from tapegrad.ops import conv as conv_mod
-from tapegrad.testing import directional_gradcheck, gradcheck
+from tapegrad.testing import directional_gradcheck, gradcheck, gradgradcheck
 from tapegrad.testing.reference import ref_conv2d, ref_conv_transpose2d
 
 
@@ -298,6 +298,82 @@ def test_channels_last_saves_the_padded_nhwc_input_not_columns():
             assert saved.shape == (3, 1, 16 * 9, y.shape[2] * y.shape[3])
     for a, b in zip(*grads):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
+
+
+# ------------------------------------------------------- pointwise (1x1)
+
+# (x shape, w shape, groups); 16 channels would go channels-last were it not pointwise
+POINTWISE = [((3, 4, 5, 6), (6, 4, 1, 1), 1), ((2, 6, 4, 3), (4, 3, 1, 1), 2),
+             ((2, 16, 3, 5), (8, 16, 1, 1), 1)]
+
+
+@pytest.mark.parametrize("xs, ws, groups", POINTWISE)
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_pointwise_conv2d_takes_x_as_its_columns(xs, ws, groups, contiguous):
+    rng = np.random.default_rng(3)
+    xa = rng.standard_normal(xs if contiguous else xs[:2] + xs[:1:-1])
+    w, b = rng.standard_normal(ws), rng.standard_normal(ws[0])
+    x = tg.tensor(xa) if contiguous else tg.tensor(xa).transpose(2, 3)  # a strided view
+    y = ops.conv2d(x, tg.tensor(w, requires_grad=True), tg.tensor(b), groups=groups)
+    geom = y._node.geom
+    assert geom.pointwise and not geom.cl
+    assert y._node.saved[0] is x.data  # no columns: x itself, saved as the input it is
+    np.testing.assert_allclose(y.data, ref_conv2d(x.data, w, b, groups=groups),
+                               rtol=1e-12, atol=1e-12)
+    other = (lambda a: a) if contiguous else (lambda a: a.transpose(2, 3))
+    gradcheck(lambda x, w, b: ops.conv2d(other(x), w, b, groups=groups), [xa, w, b],
+              name="conv2d 1x1")
+    gradgradcheck(lambda x, w: ops.conv2d(other(x), w, groups=groups), [xa, w],
+                  name="conv2d 1x1")
+
+
+@pytest.mark.parametrize("xs, ws, groups", POINTWISE)
+def test_pointwise_conv_transpose2d(xs, ws, groups):
+    rng = np.random.default_rng(4)
+    # the adjoint's shapes: x has the conv's output channels, w is (in, out/groups, 1, 1)
+    x = rng.standard_normal((xs[0], ws[0]) + xs[2:])
+    w, b = rng.standard_normal(ws), rng.standard_normal(ws[1] * groups)
+    y = ops.conv_transpose2d(tg.tensor(x), tg.tensor(w, requires_grad=True), tg.tensor(b),
+                             groups=groups)
+    assert y._node.geom.pointwise and not y._node.geom.cl
+    np.testing.assert_allclose(y.data, ref_conv_transpose2d(x, w, b, groups=groups),
+                               rtol=1e-12, atol=1e-12)
+    gradcheck(lambda x, w, b: ops.conv_transpose2d(x, w, b, groups=groups), [x, w, b],
+              name="conv_transpose2d 1x1")
+    gradgradcheck(lambda x, w: ops.conv_transpose2d(x, w, groups=groups), [x, w],
+                  name="conv_transpose2d 1x1")
+
+
+def test_pointwise_conv_refuses_backward_after_its_input_changed_in_place():
+    # x is the saved columns, so changing it after the forward would make gW wrong:
+    # backward refuses, as PyTorch does (it saves x too)
+    rng = np.random.default_rng(5)
+    x = tg.tensor(rng.standard_normal((2, 3, 4, 4)))  # needs no gradient
+    w = tg.tensor(rng.standard_normal((5, 3, 1, 1)), requires_grad=True)
+    y = ops.conv2d(x, w)
+    x += 1
+    with pytest.raises(GraphError, match="modified in place"):
+        y.sum().backward()
+
+
+def test_pointwise_weight_hessian_with_x_a_constant():
+    # create_graph with x needing no gradient: the recorded weight gradient reads x
+    # from the saved columns, which are x itself
+    rng = np.random.default_rng(6)
+    x = tg.tensor(rng.standard_normal((2, 4, 3, 5)))
+    w0, v = rng.standard_normal((4, 2, 1, 1)), rng.standard_normal((4, 2, 1, 1))
+
+    def grad_at(wa, create=False):
+        wt = tg.tensor(wa, requires_grad=True)
+        y = ops.conv2d(x, wt, groups=2)
+        (g,) = tg.grad((y ** 3).sum(), wt, create_graph=create)
+        return wt, g
+
+    wt, g = grad_at(w0, create=True)
+    (hv,) = tg.grad((g * tg.tensor(v)).sum(), wt)
+    eps = 1e-6
+    fd = (grad_at(w0 + eps * v)[1].data - grad_at(w0 - eps * v)[1].data) / (2 * eps)
+    np.testing.assert_allclose(hv.data, fd, rtol=1e-6, atol=1e-7)
 
 
 def test_conv2d_float32_stays_float32():

@@ -52,7 +52,14 @@ SPECS = [
           dilation=2, groups=3),
     _conv(_conv_inputs((2, 2, 5, 4), (4, 1, 3, 3)), "squared: stride, pad, groups", power=2,
           stride=(2, 1), padding=(1, 1, 0, 1), groups=2),
+    # pointwise: x is its own columns, gx one GEMM per image
+    _conv(_conv_inputs((2, 4, 3, 5), (6, 2, 1, 1)), "1x1, groups", power=2, groups=2),
     _convt(_convt_inputs((2, 3, 3, 3), (3, 2, 3, 3)), "upsample 2", stride=2),
+    _convt(_convt_inputs((2, 4, 3, 2), (4, 3, 1, 1), groups=2), "1x1, groups", power=2,
+           groups=2),
+    # 1x1 but not pointwise: output_padding below the dilation adds a row and a column
+    _convt(_convt_inputs((1, 2, 3, 2), (2, 3, 1, 1)), "1x1, dilation 2, output_padding 1",
+           output_padding=1, dilation=2),
     _convt(_convt_inputs((1, 4, 3, 2), (4, 1, 3, 4), groups=2), "crop, groups, output_padding",
            stride=(2, 3), padding=(1, 0, 0, 2), output_padding=(1, 0), groups=2, dilation=1),
     _convt(_convt_inputs((1, 2, 4, 3), (2, 3, 2, 3)), "dilation", padding=1, dilation=2),
