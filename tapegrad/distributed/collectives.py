@@ -120,12 +120,16 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = F
     if len(tensor_list) != g.size:
         raise ArgumentError(f"all_gather: tensor_list has {len(tensor_list)} tensors for a "
                             f"{g.size}-rank group; pass one per rank")
-    gathered = g.allgather(tensor.data, f"all_gather of {tuple(tensor.shape)} {tensor.dtype}")
-    for r, out in enumerate(tensor_list):
+    for r, out in enumerate(tensor_list):  # checked before anything is sent or written
         _tensor("all_gather", out)
         if tuple(out.shape) != tuple(tensor.shape):
             raise ArgumentError(f"all_gather: tensor_list[{r}] has shape {tuple(out.shape)}, "
                                 f"the input {tuple(tensor.shape)}; they must match")
+        if out.dtype != tensor.dtype:  # PyTorch refuses too (ValueError); never cast
+            raise ArgumentError(f"all_gather: tensor_list[{r}] is {out.dtype}, the input "
+                                f"{tensor.dtype}; make them one dtype (e.g. .to({tensor.dtype}))")
+    gathered = g.allgather(tensor.data, f"all_gather of {tuple(tensor.shape)} {tensor.dtype}")
+    for r, out in enumerate(tensor_list):
         out.data[...] = gathered[r]
         out._bump_version()
     return Work(None) if async_op else None

@@ -54,6 +54,11 @@ def test_argument_errors(single):
         dist.all_reduce(tg.tensor([1, 2]), op="mean")
     with pytest.raises(ValueError, match="one per rank"):
         dist.all_gather([tg.ones(2), tg.ones(2)], tg.ones(2))
+    # another dtype is refused (as PyTorch does), never cast; nothing is written
+    out = tg.zeros(2, dtype=tg.float64)
+    with pytest.raises(ValueError, match=r"tensor_list\[0\] is float64, the input float32"):
+        dist.all_gather([out], tg.ones(2, dtype=tg.float32))
+    np.testing.assert_array_equal(out.numpy(), [0.0, 0.0])
     with pytest.raises(ValueError, match="src=3"):
         dist.broadcast(tg.ones(2), src=3)
 
