@@ -188,8 +188,11 @@ class MPIGroup(ProcessGroup):
         self.comm.Abort(status)
 
     def destroy(self):
+        if self.MPI.Is_finalized():  # at exit, after mpi4py's MPI_Finalize: nothing to free
+            return
         if self.comm is not self.MPI.COMM_WORLD:
-            self.comm.Free()
+            if self.comm != self.MPI.COMM_NULL:  # once (Free leaves the handle null)
+                self.comm.Free()
         elif self.census.comm is not None:  # the world group owns the census communicator
             self.census.comm.Free()
             self.census.comm = None

@@ -154,6 +154,8 @@ class DistributedDataParallel(Module):
         # DDP's own communicator: its non-blocking reductions never match another
         # part's collectives (SyncBatchNorm's) that run meanwhile
         self._comm = group.split() if group.size > 1 else group
+        if self._comm is not group:  # a duplicate of its own: freed with the wrapper
+            weakref.finalize(self, self._comm.destroy)
         if group.size > 1:
             self._check_same_model(named, module)
             # every parameter, frozen ones too (as PyTorch): all replicas start equal

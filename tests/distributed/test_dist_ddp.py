@@ -57,6 +57,7 @@ def test_broadcast_at_wrap_and_unused_parameters(tmp_path):
     assert proc.returncode == 0, proc.stderr
     g = np.load(out)
     assert bool(g["same_weights"]) and bool(g["rank0_weights"])  # broadcast at wrap time
+    assert bool(g["comm_freed"])  # a dropped wrapper frees its communicator
     np.testing.assert_allclose(g["m.1.bias"], [2.0, 2.0])  # used by both: average
     np.testing.assert_allclose(g["m.2.bias"], [3.0, 3.0])  # rank 0's 6, rank 1's zeros
     assert np.isnan(g["m.3.bias"]).all()  # used by no rank: .grad stays None
