@@ -42,8 +42,8 @@ _leaky_relu_grad = kernels.elementwise(
     reference=lambda y, gy, oms, s: gy * ((y > 0).astype(gy.dtype) * oms + s),
     sample=lambda rng, dt: (*_sample_out_grad(-1.0, 3.0)(rng, dt), dt.type(0.9), dt.type(0.1)))
 _sigmoid_grad = kernels.elementwise(
-    "tg_sigmoid_grad", "T y, T gy", "T gx", "const T a = gy * y; const T b = (T)1 - y; gx = a * b",
-    reference=lambda y, gy: gy * y * (1 - y), sample=_sample_out_grad(0.0, 1.0))
+    "tg_sigmoid_grad", "T y, T gy", "T gx", "const T a = gy * ((T)1 - y); gx = a * y",
+    reference=lambda y, gy: gy * (1 - y) * y, sample=_sample_out_grad(0.0, 1.0))
 _tanh_grad = kernels.elementwise(
     "tg_tanh_grad", "T y, T gy", "T gx", "T a = y * y; a = (T)1 - a; gx = gy * a",
     reference=lambda y, gy: gy * (1 - y * y), sample=_sample_out_grad(-1.0, 1.0))
@@ -129,7 +129,13 @@ class Sigmoid(Function):
         (out,) = ctx.saved_tensors
         if ctx.xp.name == "cupy" and g.dtype == out.dtype:
             return _sigmoid_grad(out, g)
-        return g * out * (1 - out)
+        if ctx._graph or g.dtype != out.dtype:
+            return g * (1 - out) * out
+        # PyTorch's order, g * (1 - out) * out, in one buffer (no temporaries)
+        gx = ctx.xp.subtract(1, out)
+        gx *= g
+        gx *= out
+        return gx
 
 
 class Tanh(Function):
@@ -146,7 +152,12 @@ class Tanh(Function):
         (out,) = ctx.saved_tensors
         if ctx.xp.name == "cupy" and g.dtype == out.dtype:
             return _tanh_grad(out, g)
-        return g * (1 - out * out)
+        if ctx._graph or g.dtype != out.dtype:
+            return g * (1 - out * out)
+        gx = out * out  # g * (1 - out^2) in one buffer (no temporaries)
+        ctx.xp.subtract(1, gx, out=gx)
+        gx *= g
+        return gx
 
 
 def relu(x):
