@@ -87,8 +87,10 @@ class MemoryReport:
         return "\n".join(lines)
 
 
-def memory_report(*tensors, inputs=None) -> MemoryReport:
-    """Saved bytes per entry and the predicted peak of ``backward()`` from ``tensors``.
+def memory_report(*tensors, inputs=None, retain_graph=False) -> MemoryReport:
+    """Saved bytes per entry and the predicted peak of ``backward()`` from ``tensors``
+    (of ``backward(retain_graph=True)`` with ``retain_graph``: then no saved array is
+    freed as the walk goes).
 
     With the CPU worker pool on (``set_num_threads(n > 1)``), a vjp split into chunks
     is counted with every chunk's temporaries alive at once, the most it can take;
@@ -116,7 +118,7 @@ def memory_report(*tensors, inputs=None) -> MemoryReport:
              for t in roots]
     leaf = memory_sim.LeafGrads(leaf_ok)
     sim = memory_sim.simulate(order, _node_keys(order, buffers), buffers, owned,
-                              rep.tape_bytes, seeds, leaf, sinks)
+                              rep.tape_bytes, seeds, leaf, sinks, retain_graph)
     rep.predicted_peak, rep.peak_entry = sim.peak, sim.peak_at
     rep.leaf_grads = leaf.bytes
     rep.records = [OpMemory(*r) for r in sim.records]

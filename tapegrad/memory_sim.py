@@ -78,12 +78,15 @@ class Result:
         self.records = []  # (seq, name, saved, freed, temp, live, peak)
 
 
-def simulate(order, node_keys, buffers, owned, live, seeds, leaf, sinks=()):
+def simulate(order, node_keys, buffers, owned, live, seeds, leaf, sinks=(), retain=False):
     """Replay ``order`` (the engine's) on sizes only; see the module doc.
 
     ``node_keys``: {entry: its distinct saved-buffer keys}; ``buffers``: {key:
-    bytes}; ``owned``: keys backward frees; ``live``: bytes in use at the start;
+    bytes}; ``owned``: keys backward frees (none with ``retain``, as
+    ``backward(retain_graph=True)``); ``live``: bytes in use at the start;
     ``seeds``: ((entry, output), shape, itemsize, bytes) per root gradient."""
+    if retain:
+        owned = ()
     mem = _Live(live)
     res = Result()
     pending, meta = {}, {}  # (entry, output) -> _Obj; -> (shape, itemsize) of its gradient
