@@ -12,7 +12,7 @@ while the buffer is in cache:
 * forward        ``y  = cols @ W^T``      ``(G, m, Kg) @ (G, Kg, Og) -> (G, m, Og)``, one
   image's result then copied transposed into NCHW
 * weight grad    ``gW_n = sum_blocks cols^T @ gy^T`` per image (or ``gy @ cols``),
-  summed over images after the join, in order, as ``conv._weight_sum`` does
+  summed over images after the join, in order, as ``_conv_columns.weight_sum`` does
 
 ``xh`` is what the tape saves for the weight gradient, 1/(kh*kw) of the columns.
 Why (DESIGN.md): OpenBLAS's SkylakeX SGEMM runs ``cols @ W^T`` 1.4x faster than

@@ -2,7 +2,7 @@
 around them are ``cupy.matmul``, i.e. cuBLAS).
 
 Both work on the geometry of a convolution ``x (N, C, H, W) -> y (N, O, Ho, Wo)``
-(``conv._Geom``) and reproduce the array versions in ``conv.py`` value for
+(``_conv_columns.Geom``) and reproduce the array versions in ``_conv_columns.py`` value for
 value: im2col writes every window cell of ``cols (N, C, kh, kw, Ho, Wo)`` in
 order, zero where the window lies in the padding; col2im *gathers* for each
 input pixel the column entries that came from it, adding them in the order of
@@ -80,7 +80,7 @@ def _geometry(g, total):
 
 def im2col(xp, x, g, out=None):
     """x (N, C, H, W) -> cols (N, G, Cg*kh*kw, Ho*Wo), contiguous, or into ``out``
-    (``conv._im2col``; the kernel writes every element)."""
+    (``_conv_columns.im2col``; the kernel writes every element)."""
     x = xp.ascontiguousarray(x)
     cols = xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=x.dtype) if out is None else out
     kernels.launch(_im2col.build(T=x.dtype.name), cols.size, (x, cols, *_geometry(g, cols.size)))
@@ -89,7 +89,7 @@ def im2col(xp, x, g, out=None):
 
 def col2im(xp, gcols, g, dtype, out=None):
     """gcols (N, G, Cg*kh*kw, Ho*Wo) -> gx (N, C, H, W), or into ``out``
-    (``conv._col2im``; the kernel writes every element)."""
+    (``_conv_columns.col2im``; the kernel writes every element)."""
     gcols = xp.ascontiguousarray(gcols, dtype=dtype)
     gx = xp.empty((g.n, g.c, g.h, g.w), dtype=dtype) if out is None else out
     kernels.launch(_col2im.build(T=gx.dtype.name), gx.size, (gcols, gx, *_geometry(g, gx.size)))

@@ -35,7 +35,7 @@ copy of the input and used while in cache, never written whole; the forward is
 ``cols @ W^T`` and the NHWC copy is what the tape saves. The large 3x3 layers
 run 1.2-1.3x faster that way (DESIGN.md).
 
-A pointwise conv (1x1 kernel, stride 1, no padding; ``_Geom.pointwise``) makes
+A pointwise conv (1x1 kernel, stride 1, no padding; ``_conv_columns.Geom.pointwise``) makes
 no columns at all: x viewed as ``(N, G, Cg, H*W)`` is its own columns, the tape
 saves x itself (so an in-place change of x before backward is refused, as in
 PyTorch), and the input gradient is one GEMM per image straight into NCHW, no
@@ -75,48 +75,11 @@ import copy
 from ..device import kernels, pool
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
-from . import _conv_blocks, _cuda_conv
-from ._windows import out_size, padding4, pair, sliding_windows
+from . import _conv_blocks, _conv_columns
+from ._windows import out_size, padding4, pair
 from .graph_backend import TensorBackend
 
 __all__ = ["conv2d", "conv_transpose2d"]
-
-
-class _Geom:
-    """The geometry of one convolution ``x (N, C, H, W) * w (O, C/G, kh, kw)
-    -> y (N, O, Ho, Wo)`` (for a transposed conv: the conv it is the adjoint of)."""
-
-    __slots__ = ("n", "c", "h", "w", "o", "kh", "kw", "g", "stride", "dilation", "pad",
-                 "ho", "wo", "batch", "cl")
-    # batch: the whole batch's N. A kernel that picks its branch by the batch size reads
-    # this, never ``n`` (which is a chunk's, under :func:`_by_images`), so that every
-    # thread count computes the same way and gives the same bits.
-    # cl: the conv goes channels-last by blocks (_conv_blocks) rather than by
-    # (N, G, Kg, P) columns; set by _conv_blocks.cols_last where the geometry is made.
-
-    def padded_shape(self):
-        t, b, left, r = self.pad
-        return (self.n, self.c, self.h + t + b, self.w + left + r)
-
-    @property
-    def pointwise(self):
-        """A 1x1 kernel at stride 1 with no padding: x (N, C, H, W) is its own columns,
-        viewed as (N, G, Cg, H*W), so no im2col copy and no col2im scatter are made
-        (:func:`_im2col`, :func:`_input_grad`)."""
-        return (self.kh == self.kw == 1 and self.stride == (1, 1) and not any(self.pad)
-                and (self.ho, self.wo) == (self.h, self.w))
-
-    @property
-    def kg(self):
-        """Rows of one group's columns, ``Cg*kh*kw``. Every reshape here spells its
-        sizes out: NumPy cannot infer a ``-1`` once any axis is 0 (an empty batch,
-        no output channels)."""
-        return self.c // self.g * self.kh * self.kw
-
-
-def _wmat(w, g):
-    """(O, Cg, kh, kw) -> (G, Og, Kg): the weight as one matrix per group."""
-    return w.reshape(g.g, g.o // g.g, g.kg)
 
 
 def _check_common(op, x, w, b, groups, in_axis, out_axis):
@@ -157,148 +120,12 @@ def _check_common(op, x, w, b, groups, in_axis, out_axis):
     return cin, cout
 
 
-# ------------------------------------------------------------------ kernels
-#
-# All of them work on the geometry of a *convolution* x -> y; conv_transpose2d
-# uses them with its own input as "y" and its output as "x".
-#
-# Large temporaries are plain allocations: tapegrad.device.host_memory keeps
-# them in the malloc heap, so they do not page-fault on every call.
-
-
-def _im2col(xp, x, g, out=None):
-    """x (N, C, H, W) -> cols (N, G, Cg*kh*kw, Ho*Wo), contiguous (written into
-    ``out`` when given: a contiguous array of that shape). A pointwise ``g`` with no
-    ``out``: x itself, reshaped (a view when x is contiguous)."""
-    if g.pointwise and out is None:  # (N, C, H, W) -> (N, G, Cg, H*W)
-        return x.reshape(g.n, g.g, g.kg, g.ho * g.wo)
-    if kernels.on_cuda(xp):  # one RawKernel pass, no padded copy (ops/_cuda_conv.py)
-        return _cuda_conv.im2col(xp, x, g, out)
-    t, b, left, r = g.pad
-    if t or b or left or r:
-        xpad = xp.zeros(g.padded_shape(), dtype=x.dtype)
-        xpad[:, :, t:t + g.h, left:left + g.w] = x
-    else:
-        xpad = x
-    win = sliding_windows(xp, xpad, (g.kh, g.kw), g.stride, g.dilation)
-    # (N, C, Ho', Wo', kh, kw) -> (N, C, Ho, Wo, kh, kw): a transposed conv's output_padding
-    # (when smaller than the dilation) can leave rows no input pixel reaches
-    win = win[:, :, :g.ho, :g.wo]
-    if out is None:
-        out = xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=x.dtype)
-    # one copy, written in order: (N, C, Ho, Wo, kh, kw) -> (N, C, kh, kw, Ho, Wo), which is
-    # (N, G, Cg*kh*kw, Ho*Wo)
-    out.reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)[...] = win.transpose(0, 1, 4, 5, 2, 3)
-    return out
-
-
-def _span(start, step, count, pad, size):
-    """The outputs ``r`` in ``[0, count)`` whose input row ``start + r*step - pad``
-    lies in ``[0, size)``, and those input rows: ``(slice of r, slice of rows)``,
-    or None if there are none."""
-    r0 = max(0, -(-(pad - start) // step))
-    r1 = min(count, -(-(size + pad - start) // step))
-    if r0 >= r1:
-        return None
-    first = start + r0 * step - pad
-    return slice(r0, r1), slice(first, first + step * (r1 - r0 - 1) + 1, step)
-
-
-def _offsets(g):
-    """col2im's loop: for each kernel offset ``(i, j)`` that reaches the unpadded
-    input, ``(i, j, out_rows, out_cols, in_rows, in_cols)`` -- the output pixels
-    whose window puts offset ``(i, j)`` inside the input, and the input pixels
-    they read there, as slices (strided by the stride)."""
-    t, _, left, _ = g.pad
-    sh, sw = g.stride
-    dh, dw = g.dilation
-    rows = [_span(i * dh, sh, g.ho, t, g.h) for i in range(g.kh)]
-    cols = [_span(j * dw, sw, g.wo, left, g.w) for j in range(g.kw)]
-    for i, r in enumerate(rows):
-        if r is None:
-            continue
-        for j, c in enumerate(cols):
-            if c is not None:
-                yield i, j, r[0], c[0], r[1], c[1]
-
-
-def _col2im(xp, gcols, g, dtype, out=None):
-    """gcols (N, G, Cg*kh*kw, Ho*Wo) -> gx (N, C, H, W), contiguous (or ``out``):
-    each window's column added back where it came from, one strided add per
-    kernel offset, clipped to the unpadded input (no padded buffer, no crop copy)."""
-    if kernels.on_cuda(xp):  # a gather per input pixel, same order (ops/_cuda_conv.py)
-        return _cuda_conv.col2im(xp, gcols, g, dtype, out)
-    # (N, G, Cg*kh*kw, Ho*Wo) -> (N, C, kh, kw, Ho, Wo)
-    gcols = gcols.reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)
-    if out is None:
-        gx = xp.zeros((g.n, g.c, g.h, g.w), dtype=dtype)
-    else:
-        gx = out
-        gx[...] = 0
-    for i, j, ro, co, ri, ci in _offsets(g):
-        gx[:, :, ri, ci] += gcols[:, :, i, j, ro, co]
-    return gx
-
-
-def _gemm_forward(xp, cols, wmat, g, out=None):
-    """(G, Og, Kg) @ (N, G, Kg, P) -> (N, G, Og, P) -> (N, O, Ho, Wo), contiguous
-    (or ``out``): one BLAS GEMM per image (numpy's matmul loops over N in C)."""
-    if out is None:
-        ym = xp.matmul(wmat, cols)
-    else:  # (N, O, Ho, Wo) -> (N, G, Og, P), a view of out
-        ym = xp.matmul(wmat, cols, out=out.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo))
-    # (N, G, Og, P) -> (N, O, Ho, Wo)
-    return ym.reshape(g.n, g.o, g.ho, g.wo)
-
-
-def _weight_products(xp, gy, cols, g, out=None):
-    """Each image's share of the weight gradient, ``gy @ cols^T`` per image:
-    gy (N, O, Ho, Wo), cols (N, G, Kg, P) -> (N, G, Og, Kg), or (N, G, Kg, Og)
-    when Kg is much larger than Og (the orientation OpenBLAS runs faster);
-    :func:`_weight_sum` adds them up. Written into ``out`` when given."""
-    og = g.o // g.g
-    gm = gy.reshape(g.n, g.g, og, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
-    # (N, G, Kg, P) @ (N, G, P, Og) -> (N, G, Kg, Og), or (N, G, Og, P) @ (N, G, P, Kg)
-    # -> (N, G, Og, Kg)
-    a, b = (cols, gm) if _kg_rows(g) else (gm, cols)
-    b = b.transpose(0, 1, 3, 2)
-    return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
-
-
-def _kg_rows(g):
-    return g.kg >= 4 * (g.o // g.g)
-
-
-def _products_buffer(xp, g, dtype):
-    """An uninitialised array for :func:`_weight_products` of the whole batch."""
-    og = g.o // g.g
-    return xp.empty((g.n, g.g) + ((g.kg, og) if _kg_rows(g) else (og, g.kg)), dtype=dtype)
-
-
-def _weight_sum(prod, g):
-    """:func:`_weight_products` (N, G, ., .) summed over images, in order ->
-    gW (O, Cg, kh, kw)."""
-    gw = prod.sum(axis=0)
-    if _kg_rows(g):  # (G, Kg, Og) -> (G, Og, Kg)
-        gw = gw.transpose(0, 2, 1)
-    if g.cl:  # Kg in (kh, kw, Cg) order (_conv_blocks): (G, Og, Kg) -> (G, Og, kh, kw, Cg)
-        # -> (G, Og, Cg, kh, kw), copied by the reshape below
-        gw = gw.reshape(g.g, g.o // g.g, g.kh, g.kw, g.c // g.g).transpose(0, 1, 4, 2, 3)
-    return gw.reshape(g.o, g.c // g.g, g.kh, g.kw)  # (G, Og, Kg) -> (O, Cg, kh, kw)
-
-
-def _weight_grad(xp, gy, cols, g):
-    """gW = sum over images of gy @ cols^T: gy (N, O, Ho, Wo), cols (N, G, Kg, P)
-    -> (O, Cg, kh, kw)."""
-    return _weight_sum(_weight_products(xp, gy, cols, g), g)
-
-
 # ------------------------------------------------ splitting over images
 #
 # On the CPU each kernel above can run on a slice of the batch: the forward,
 # input gradient and per-image weight products of images lo..hi depend only on
 # those images. _by_images runs such a part on the device pool (one chunk of
-# images per thread, tapegrad.device.pool); the sums over images (_weight_sum)
+# images per thread, tapegrad.device.pool); the sums over images (_conv_columns.weight_sum)
 # happen after the join, in image order, so every thread count gives the same
 # bits. Off the host (CuPy, the fake device) the part runs once over the batch.
 
@@ -345,7 +172,7 @@ def _correlation_geom(xp, g):
     pl, pr = dw * (g.kw - 1) - left, g.w - g.wo + left
     crop = (slice(None), slice(None), slice(max(0, -pt), g.ho - max(0, -pb)),
             slice(max(0, -pl), g.wo - max(0, -pr)))
-    f = _Geom()
+    f = _conv_columns.Geom()
     f.n, f.c = g.n, g.o
     f.h = g.ho - max(0, -pt) - max(0, -pb)
     f.w = g.wo - max(0, -pl) - max(0, -pr)
@@ -373,7 +200,8 @@ def _input_grad(xp, gy, w, g, out=None):
     if g.pointwise:  # (G, Kg, Og) @ (N, G, Og, P) -> (N, G, Kg, P), i.e. (N, C, H, W)
         gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype) if out is None else out
         gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
-        xp.matmul(_wmat(w, g).transpose(0, 2, 1), gm, out=gx.reshape(g.n, g.g, g.kg, g.h * g.w))
+        wt = _conv_columns.wmat(w, g).transpose(0, 2, 1)  # (G, Og, Kg) -> (G, Kg, Og)
+        xp.matmul(wt, gm, out=gx.reshape(g.n, g.g, g.kg, g.h * g.w))
         return gx
     if _correlates(g):
         f, crop = _correlation_geom(xp, g)
@@ -388,16 +216,16 @@ def _input_grad(xp, gy, w, g, out=None):
             _conv_blocks.by_blocks(xp, _conv_blocks.nhwc(xp, gy, f), f,
                                    wmat=_conv_blocks.gemm_weight(xp, wf, f), y=y)
             return y
-        wf = _wmat(xp.ascontiguousarray(wf), f)
-        return _gemm_forward(xp, _im2col(xp, gy, f), wf, f, out)
+        wf = _conv_columns.wmat(xp.ascontiguousarray(wf), f)
+        return _conv_columns.gemm_forward(xp, _conv_columns.im2col(xp, gy, f), wf, f, out)
     if g.wo < _CHANNELS_LAST_BELOW_WO and g.batch * (g.c // g.g) >= 8 * g.wo and \
             not kernels.on_cuda(xp):  # a CPU layout trick; on CUDA the col2im kernel gathers
         return _input_grad_channels_last(xp, gy, w, g, out)
-    wmat = _wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
+    wmat = _conv_columns.wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
     gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
     # (G, Kg, Og) @ (N, G, Og, P) -> (N, G, Kg, P)
     gcols = xp.matmul(wmat.transpose(0, 2, 1), gm)
-    return _col2im(xp, gcols, g, gy.dtype, out)
+    return _conv_columns.col2im(xp, gcols, g, gy.dtype, out)
 
 
 def _input_grad_channels_last(xp, gy, w, g, out=None):
@@ -420,7 +248,7 @@ def _input_grad_channels_last(xp, gy, w, g, out=None):
     # (kh*kw, G, Ho*Wo*N, Cg) -> (kh, kw, G, Ho, Wo, N, Cg)
     gcols = gcols.reshape(g.kh, g.kw, g.g, g.ho, g.wo, g.n, cg)
     gxt = xp.zeros((g.g, g.h, g.w, g.n, cg), dtype=gy.dtype)  # (G, H, W, N, Cg)
-    for i, j, ro, co, ri, ci in _offsets(g):
+    for i, j, ro, co, ri, ci in _conv_columns.offsets(g):
         gxt[:, ri, ci] += gcols[i, j, :, ro, co]
     gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype) if out is None else out
     # (G, H, W, N, Cg) -> (N, G, Cg, H, W) -> (N, C, H, W)
@@ -510,7 +338,7 @@ def _string_padding(op, padding, kernel, stride, dilation):
 def _conv_geom(op, x, w, stride, padding, dilation, groups, xp=None):
     """The geometry of ``conv2d(x, w, ...)``; channels-last where
     ``_conv_blocks.cols_last`` says so for ``xp`` (with no ``xp``: (N, G, Kg, P))."""
-    g = _Geom()
+    g = _conv_columns.Geom()
     g.n, g.c, g.h, g.w = x.shape
     g.batch = g.n
     g.o, _, g.kh, g.kw = w.shape
@@ -575,14 +403,14 @@ class Conv2d(_Conv):
                 _conv_blocks.by_blocks(xp, cols[lo:hi], p, wmat=wmat, y=y[lo:hi])
                 _add_bias(y[lo:hi], b)
         else:
-            wmat = _wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
+            wmat = _conv_columns.wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
             # saved for gW: x's columns, or x itself (pointwise: x is its own columns,
             # saved as the input it is, so an in-place change of x is caught)
             cols = x if g.pointwise else xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=x.dtype)
 
             def part(lo, hi, p):
-                c = _im2col(xp, x[lo:hi], p, None if g.pointwise else cols[lo:hi])
-                _add_bias(_gemm_forward(xp, c, wmat, p, y[lo:hi]), b)
+                c = _conv_columns.im2col(xp, x[lo:hi], p, None if g.pointwise else cols[lo:hi])
+                _add_bias(_conv_columns.gemm_forward(xp, c, wmat, p, y[lo:hi]), b)
 
         _by_images(xp, g, part)
         ctx.geom = g
@@ -596,18 +424,18 @@ class Conv2d(_Conv):
         its temporaries are gone before gx's are made)."""
         gw = gx = None
         if nw:
-            prod = _products_buffer(xp, g, gy.dtype)
+            prod = _conv_columns.products_buffer(xp, g, gy.dtype)
             if g.pointwise:  # cols: x, (N, C, H, W) -> (N, G, Cg, P)
-                cols = _im2col(xp, cols, g)
+                cols = _conv_columns.im2col(xp, cols, g)
             if g.cl:  # cols: the padded NHWC copy of x
                 def part(lo, hi, p):
                     _conv_blocks.by_blocks(xp, cols[lo:hi], p, gy=gy[lo:hi], prod=prod[lo:hi],
-                                           kg_rows=_kg_rows(g))
+                                           kg_rows=_conv_columns.kg_rows(g))
             else:
                 def part(lo, hi, p):
-                    _weight_products(xp, gy[lo:hi], cols[lo:hi], p, prod[lo:hi])
+                    _conv_columns.weight_products(xp, gy[lo:hi], cols[lo:hi], p, prod[lo:hi])
             _by_images(xp, g, part)
-            gw = _weight_sum(prod, g)
+            gw = _conv_columns.weight_sum(prod, g)
             del prod
         if nx:
             gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype)
@@ -620,11 +448,10 @@ class Conv2d(_Conv):
         (or, when x needs no gradient, from its constant columns)."""
         cols, w, x = saved
         gw = None
-        if nw and x is None and (g.cl or g.pointwise):  # x from its saved NHWC copy, or
-            # x itself (a constant here)
-            x = _conv_blocks.unpad(cols, g) if g.cl else cols
+        if nw and x is None and g.cl:  # x from its saved NHWC copy (a constant here)
+            x = _conv_blocks.unpad(cols, g)
         if nw:
-            gw = (_weight_grad(TensorBackend, gy, cols, g) if x is None else
+            gw = (_conv_columns.weight_grad(TensorBackend, gy, cols, g) if x is None else
                   _graph_weight_grad(x, gy, g))
         return (_graph_input_grad(gy, w, g) if nx else None), gw
 
@@ -669,7 +496,7 @@ class ConvTranspose2d(_Conv):
                              f"{describe(x)}, weight {describe(w)}, stride {(sh, sw)}, "
                              f"padding/crop {(t, bt, left, r)}: crop less")
         # the conv2d whose input gradient this is: cout -> cin channels, hout -> h
-        g = _Geom()
+        g = _conv_columns.Geom()
         g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.g = n, cout, hout, wout, cin, kh, kw, groups
         g.batch = n
         g.stride, g.dilation, g.pad = (sh, sw), (dh, dw), (t, bt, left, r)
@@ -701,7 +528,7 @@ class ConvTranspose2d(_Conv):
         # per chunk of images: gy's columns (N, Cout, Hout, Wout) -> (N, G, Kg, H*W), then
         # gx = (G, Cin/G, Kg) @ cols -> (N, Cin, H, W) and x's weight products
         gx = xp.empty((g.n, g.o, g.ho, g.wo), dtype=gy.dtype) if nx else None
-        prod = _products_buffer(xp, g, gy.dtype) if nw else None
+        prod = _conv_columns.products_buffer(xp, g, gy.dtype) if nw else None
         if g.cl:  # by blocks of gy's columns, both products from each block
             wmat = _conv_blocks.gemm_weight(xp, w, g) if nx else None
 
@@ -709,20 +536,21 @@ class ConvTranspose2d(_Conv):
                 _conv_blocks.by_blocks(xp, _conv_blocks.nhwc(xp, gy[lo:hi], p), p, wmat=wmat,
                                        y=gx[lo:hi] if nx else None,
                                        gy=x[lo:hi] if nw else None,
-                                       prod=prod[lo:hi] if nw else None, kg_rows=_kg_rows(g))
+                                       prod=prod[lo:hi] if nw else None,
+                                       kg_rows=_conv_columns.kg_rows(g))
         else:  # (pointwise: gy is its own columns)
             cols = None if g.pointwise else xp.empty((g.n, g.g, g.kg, g.ho * g.wo), gy.dtype)
-            wmat = _wmat(w, g) if nx else None
+            wmat = _conv_columns.wmat(w, g) if nx else None
 
             def part(lo, hi, p):
-                c = _im2col(xp, gy[lo:hi], p, None if cols is None else cols[lo:hi])
+                c = _conv_columns.im2col(xp, gy[lo:hi], p, None if cols is None else cols[lo:hi])
                 if nx:
-                    _gemm_forward(xp, c, wmat, p, gx[lo:hi])
+                    _conv_columns.gemm_forward(xp, c, wmat, p, gx[lo:hi])
                 if nw:
-                    _weight_products(xp, x[lo:hi], c, p, prod[lo:hi])
+                    _conv_columns.weight_products(xp, x[lo:hi], c, p, prod[lo:hi])
 
         _by_images(xp, g, part)
-        return gx, (_weight_sum(prod, g) if nw else None)  # -> (Cin, Cout/G, kh, kw)
+        return gx, (_conv_columns.weight_sum(prod, g) if nw else None)  # -> (Cin, Cout/G, kh, kw)
 
 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,

@@ -226,9 +226,9 @@ def test_kernel_matches_its_numpy_reference(name):
 
 
 def _geom(n, c, h, w, o, kh, kw, stride, pad, dilation, groups):
-    from tapegrad.ops.conv import _Geom
+    from tapegrad.ops._conv_columns import Geom
 
-    g = _Geom()
+    g = Geom()
     g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.g = n, c, h, w, o, kh, kw, groups
     g.stride, g.dilation, g.pad = stride, dilation, pad
     g.ho = (h + pad[0] + pad[1] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
@@ -243,16 +243,16 @@ def test_im2col_col2im_match_the_numpy_ones(dtype):
 
     from tapegrad.device import cpu
     from tapegrad.device.backend import ArrayBackend
-    from tapegrad.ops import _cuda_conv, conv
+    from tapegrad.ops import _conv_columns, _cuda_conv
 
     cx = ArrayBackend(cupy)
     for geom in [(2, 3, 7, 6, 4, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),
                  (2, 4, 9, 8, 6, 3, 2, (2, 1), (1, 0, 2, 1), (2, 1), 2)]:
         g = _geom(*geom)
         x = np.random.default_rng(1).standard_normal((g.n, g.c, g.h, g.w)).astype(dtype)
-        cols = conv._im2col(cpu.backend, x, g)
+        cols = _conv_columns.im2col(cpu.backend, x, g)
         np.testing.assert_array_equal(_cuda_conv.im2col(cx, cupy.asarray(x), g).get(), cols)
-        back = conv._col2im(cpu.backend, cols, g, cols.dtype)
+        back = _conv_columns.col2im(cpu.backend, cols, g, cols.dtype)
         rtol, atol = _tolerance(dtype)
         np.testing.assert_allclose(_cuda_conv.col2im(cx, cupy.asarray(cols), g, cols.dtype).get(),
                                    back, rtol=rtol, atol=atol)
