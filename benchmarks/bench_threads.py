@@ -44,7 +44,14 @@ import numpy as np
 import tapegrad as tg
 from tapegrad import ops
 from tapegrad.device import pool
+from tapegrad.ops import _conv_blocks
+from tapegrad.ops import _conv_columns as CC
 from tapegrad.ops import conv as C
+
+# The experiment predates the channels-last convolutions (_conv_blocks): its split
+# variants re-implement the (N, G, Kg, P) columns path, so every conv here takes it,
+# the "single" baselines too.
+_conv_blocks.MIN_CG = 10 ** 9
 
 # ------------------------------------------------------------------ the pool
 # The variants run on tapegrad's own worker pool (tapegrad.device.pool._Pool: the
@@ -85,25 +92,6 @@ def _part(g, n):
     return p
 
 
-def _im2col_into(x, g, out):
-    """conv._im2col writing into ``out`` (N, C, kh, kw, Ho, Wo), a view."""
-    t, b, left, r = g.pad
-    if t or b or left or r:
-        xpad = np.zeros(g.padded_shape(), dtype=x.dtype)
-        xpad[:, :, t:t + g.h, left:left + g.w] = x
-    else:
-        xpad = x
-    win = C.sliding_windows(np, xpad, (g.kh, g.kw), g.stride, g.dilation)[:, :, :g.ho, :g.wo]
-    out[...] = win.transpose(0, 1, 4, 5, 2, 3)  # (N, C, Ho, Wo, kh, kw) -> (N, C, kh, kw, Ho, Wo)
-
-
-def _col2im_into(gcols, g, gx):
-    """conv._col2im writing into ``gx`` (N, C, H, W), a zeroed view."""
-    gcols = gcols.reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)
-    for i, j, ro, co, ri, ci in C._offsets(g):
-        gx[:, :, ri, ci] += gcols[:, :, i, j, ro, co]
-
-
 def _region(fn, spans):
     """Run ``fn(lo, hi)`` over ``spans`` on the pool, BLAS at one thread meanwhile
     (toggle mode)."""
@@ -141,12 +129,13 @@ def split_forward(ctx, x, w, b, stride=1, padding=0, dilation=1, groups=1):
     nx, nw, _ = ctx.needs_input_grad
     cols = np.empty((g.n, g.c, g.kh, g.kw, g.ho, g.wo), dtype=x.dtype)
     y = np.empty((g.n, g.o, g.ho, g.wo), dtype=x.dtype)
-    wmat = C._wmat(w, g)
+    wmat = CC.wmat(w, g)
     ym = y.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)
     colsm = cols.reshape(g.n, g.g, g.kg, g.ho * g.wo)
 
     def part(lo, hi):
-        _im2col_into(x[lo:hi], _part(g, hi - lo), cols[lo:hi])
+        p = _part(g, hi - lo)  # (n, C, kh, kw, Ho, Wo) -> (n, G, Kg, P), a view
+        CC.im2col(np, x[lo:hi], p, cols[lo:hi].reshape(p.n, p.g, p.kg, p.ho * p.wo))
         np.matmul(wmat, colsm[lo:hi], out=ym[lo:hi])
         if b is not None:
             y[lo:hi] += b.reshape(1, b.size, 1, 1)
@@ -167,13 +156,13 @@ def _gx_plan(gy, w, g):
         return gx_part
     if g.wo < C._CHANNELS_LAST_BELOW_WO and g.n * (g.c // g.g) >= 8 * g.wo:
         return None
-    wmat_t = C._wmat(w, g).transpose(0, 2, 1)
+    wmat_t = CC.wmat(w, g).transpose(0, 2, 1)
     gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)
 
     def gx_part(lo, hi, gx):
         p = _part(g, hi - lo)
         gcols = np.matmul(wmat_t, gm[lo:hi])
-        _col2im_into(gcols, p, gx[lo:hi])
+        CC.col2im(np, gcols, p, gx.dtype, gx[lo:hi])
     return gx_part
 
 
@@ -182,7 +171,7 @@ def split_grads(xp, gy, cols, w, g, nx, nw):
         out = {}
 
         def wgrad():
-            out["gw"] = C._weight_grad(np, gy, cols, g)
+            out["gw"] = CC.weight_grad(np, gy, cols, g)
         jobs = (lambda: out.__setitem__("gx", C._input_grad(np, gy, w, g)), wgrad)
         _region(lambda lo, hi: jobs[lo](), [(0, 1), (1, 2)])  # one job per thread
         return out["gx"], out["gw"]
