@@ -11,7 +11,8 @@ Conventions
 
 How it is computed
 ------------------
-im2col: a strided view of every window of the padded input
+im2col (:mod:`._conv_columns`, with col2im and the GEMMs below): a strided view of
+every window of the padded input
 (:func:`._windows.sliding_windows`, no copy) is copied once, in order, into a
 column array laid out per image ``(N, C, kh, kw, Ho, Wo)``, i.e.
 ``(N, G, Cg*kh*kw, Ho*Wo)``. Each direction is then one batched BLAS GEMM
