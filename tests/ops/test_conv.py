@@ -345,6 +345,28 @@ def test_pointwise_conv_transpose2d(xs, ws, groups):
                   name="conv_transpose2d 1x1")
 
 
+@pytest.mark.parametrize("xs, ws, groups", POINTWISE)
+def test_pointwise_against_torch(xs, ws, groups):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(9)
+    for op, top, w_shape, nb in [(ops.conv2d, F.conv2d, ws, ws[0]),
+                                 (ops.conv_transpose2d, F.conv_transpose2d,
+                                  (xs[1], ws[0] // groups, 1, 1), ws[0])]:
+        x, w, b = rng.standard_normal(xs), rng.standard_normal(w_shape), rng.standard_normal(nb)
+        ts = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+        yt = top(*ts, groups=groups)
+        gy = rng.standard_normal(tuple(yt.shape))
+        yt.backward(torch.tensor(gy))
+        ours = [tg.tensor(a, requires_grad=True) for a in (x, w, b)]
+        y = op(*ours, groups=groups)
+        y.backward(tg.tensor(gy))
+        assert y._node.geom.pointwise
+        np.testing.assert_allclose(y.data, yt.detach().numpy(), rtol=1e-10, atol=1e-10)
+        for a, t in zip(ours, ts):
+            np.testing.assert_allclose(a.grad.data, t.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
 def test_pointwise_conv_refuses_backward_after_its_input_changed_in_place():
     # x is the saved columns, so changing it after the forward would make gW wrong:
     # backward refuses, as PyTorch does (it saves x too)
