@@ -149,10 +149,13 @@ def _conv_input_grad(g, size, xp) -> int:
         if f.cl:
             return pad + _chunks(g, xp) * _block_bytes(f, size, True, False) + gx
         return max(pad + cols, cols + gx)
-    if g.wo < conv._CHANNELS_LAST_BELOW_WO and g.batch * (g.c // g.g) >= 8 * g.wo:
-        gyt = g.n * g.o * g.ho * g.wo * size
-        gcols = g.kh * g.kw * g.n * g.c * g.ho * g.wo * size
-        return gyt + gcols + 2 * gx  # the channels-last sum, then its NCHW copy
+    if conv._scatters_channels_last(xp, g):  # blocks of n images, one per thread at a time
+        n = conv._scatter_images(g, size)
+        threads = pool.split_count(-(-g.n // n), conv._work(g), xp)
+        gyt, gxt = n * g.o * g.ho * g.wo * size, n * g.c * g.h * g.w * size
+        gcols = g.kh * g.kw * n * g.c * g.ho * g.wo * size
+        wk = g.o * (g.c // g.g) * g.kh * g.kw * size
+        return gx + wk + threads * (gcols + max(gyt, gxt))  # the GEMM, then the scatter
     gcols = g.n * g.c * g.kh * g.kw * g.ho * g.wo * size
     return gcols + gx
 

@@ -186,10 +186,32 @@ def _correlation_geom(xp, g):
     return f, crop
 
 
+def _scatters_channels_last(xp, g):
+    """Whether the input gradient is :func:`_input_grad_channels_last` (short output rows
+    and enough images and channels; a CPU layout trick: on CUDA the col2im kernel
+    gathers)."""
+    return (not g.pointwise and not _correlates(g) and g.wo < _CHANNELS_LAST_BELOW_WO
+            and g.batch * (g.c // g.g) >= 8 * g.wo and not kernels.on_cuda(xp))
+
+
+def _input_grad_by_images(xp, gy, w, g, out, bias=None):
+    """:func:`_input_grad` of the whole batch into ``out`` (plus ``bias``, for a
+    transposed conv's forward), split across the pool by images -- except the
+    channels-last scatter, whose GEMMs span images: it splits by blocks of its own."""
+    if _scatters_channels_last(xp, g):
+        _input_grad_channels_last(xp, gy, w, g, out)
+        if bias is not None:
+            _by_images(xp, g, lambda lo, hi, p: _add_bias(out[lo:hi], bias))
+        return
+    _by_images(xp, g, lambda lo, hi, p: _add_bias(_input_grad(xp, gy[lo:hi], w, p, out[lo:hi]),
+                                                  bias))
+
+
 def _input_grad(xp, gy, w, g, out=None):
-    """The conv's input gradient (and a transposed conv's forward):
+    """The conv's input gradient (and a transposed conv's forward) of a chunk of images:
     gy (N, O, Ho, Wo), w (O, Cg, kh, kw) -> (N, C, H, W), a new contiguous array
-    (or ``out``, a contiguous array of that shape).
+    (or ``out``, a contiguous array of that shape). :func:`_input_grad_by_images` runs
+    it over the batch.
 
     Stride 1 with few output channels: a full correlation of gy with the
     flipped, transposed kernel -- one im2col of gy and one GEMM, no scatter.
@@ -219,9 +241,6 @@ def _input_grad(xp, gy, w, g, out=None):
             return y
         wf = _conv_columns.wmat(xp.ascontiguousarray(wf), f)
         return _conv_columns.gemm_forward(xp, _conv_columns.im2col(xp, gy, f), wf, f, out)
-    if g.wo < _CHANNELS_LAST_BELOW_WO and g.batch * (g.c // g.g) >= 8 * g.wo and \
-            not kernels.on_cuda(xp):  # a CPU layout trick; on CUDA the col2im kernel gathers
-        return _input_grad_channels_last(xp, gy, w, g, out)
     wmat = _conv_columns.wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
     gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
     # (G, Kg, Og) @ (N, G, Og, P) -> (N, G, Kg, P)
@@ -229,32 +248,65 @@ def _input_grad(xp, gy, w, g, out=None):
     return _conv_columns.col2im(xp, gcols, g, gy.dtype, out)
 
 
-def _input_grad_channels_last(xp, gy, w, g, out=None):
-    """:func:`_input_grad` by col2im with (N, Cg) innermost, for narrow outputs
+# The channels-last scatter's blocks of images: an even count of them (two threads share
+# them evenly), each within about this many bytes of GEMM rows, columns and scatter
+# target. Larger blocks run faster per image (LeNet's conv2, per 64 images at 1 thread:
+# 4.2 ms in blocks of 4, 3.5 of 16, 3.2 of 32): at batch 64 it is two blocks of 32.
+SCATTER_BLOCK_BYTES = 8 << 20
+
+
+def _scatter_images(g, itemsize):
+    """Images per block of :func:`_input_grad_channels_last`: from the shape alone, so
+    every thread count runs the same GEMMs."""
+    per_image = (g.kh * g.kw * g.ho * g.wo + g.h * g.w) * g.c * itemsize + g.ho * g.wo * g.o
+    blocks = -(-g.n * per_image // SCATTER_BLOCK_BYTES)
+    blocks = min(g.n, max(2, blocks + blocks % 2))
+    return -(-g.n // blocks)
+
+
+def _input_grad_channels_last(xp, gy, w, g, out):
+    """:func:`_input_grad` by col2im with (n, Cg) innermost, for narrow outputs
     (small Wo), where the NCHW scatter would run numpy's inner loop over only
-    Wo elements: gcols = gy^T @ W per kernel offset, one batched GEMM with
-    N*Ho*Wo rows, then one strided add per offset over whole (Wo, N, Cg) rows,
-    and one transposing copy back to NCHW.
+    Wo elements. Of the whole batch, by blocks of n images (:func:`_scatter_images`)
+    split across the pool: per block, gcols = gy^T @ W per kernel offset, one batched
+    GEMM with n*Ho*Wo rows, then one strided add per offset over whole (Wo, n, Cg)
+    rows, and one transposing copy back to NCHW into ``out``.
+
+    The blocks, not the pool's chunks of images, fix each GEMM's rows: OpenBLAS's bits
+    for a row depend on how many rows the call has (its row-tail kernels differ, and
+    on AVX2's Haswell kernels other rows are tail rows than on AVX-512's), so chunks
+    of images would give other bits at other thread counts.
     """
     og, cg = g.o // g.g, g.c // g.g
-    # (N, O, Ho, Wo) -> (N, G, Og, Ho, Wo) -> (G, Ho, Wo, N, Og) -> (G, Ho*Wo*N, Og)
-    gyt = xp.empty((g.g, g.ho, g.wo, g.n, og), dtype=gy.dtype)
-    gyt[...] = gy.reshape(g.n, g.g, og, g.ho, g.wo).transpose(1, 3, 4, 0, 2)
-    gyt = gyt.reshape(g.g, g.ho * g.wo * g.n, og)
     # (O, Cg, kh, kw) -> (G, Og, Cg, kh, kw) -> (kh, kw, G, Og, Cg) -> (kh*kw, G, Og, Cg)
     wk = xp.ascontiguousarray(w.reshape(g.g, og, cg, g.kh, g.kw).transpose(3, 4, 0, 1, 2))
     wk = wk.reshape(g.kh * g.kw, g.g, og, cg)
-    # (G, Ho*Wo*N, Og) @ (kh*kw, G, Og, Cg) -> (kh*kw, G, Ho*Wo*N, Cg)
-    gcols = xp.matmul(gyt, wk)
-    # (kh*kw, G, Ho*Wo*N, Cg) -> (kh, kw, G, Ho, Wo, N, Cg)
-    gcols = gcols.reshape(g.kh, g.kw, g.g, g.ho, g.wo, g.n, cg)
-    gxt = xp.zeros((g.g, g.h, g.w, g.n, cg), dtype=gy.dtype)  # (G, H, W, N, Cg)
-    for i, j, ro, co, ri, ci in _conv_columns.offsets(g):
-        gxt[:, ri, ci] += gcols[i, j, :, ro, co]
-    gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype) if out is None else out
-    # (G, H, W, N, Cg) -> (N, G, Cg, H, W) -> (N, C, H, W)
-    gx.reshape(g.n, g.g, cg, g.h, g.w)[...] = gxt.transpose(3, 0, 4, 1, 2)
-    return gx
+    offsets = list(_conv_columns.offsets(g))
+    per = _scatter_images(g, gy.dtype.itemsize)
+
+    def block(n0, n1):  # images n0..n1
+        n = n1 - n0
+        # (n, O, Ho, Wo) -> (n, G, Og, Ho, Wo) -> (G, Ho, Wo, n, Og) -> (G, Ho*Wo*n, Og)
+        gyt = xp.empty((g.g, g.ho, g.wo, n, og), dtype=gy.dtype)
+        gyt[...] = gy[n0:n1].reshape(n, g.g, og, g.ho, g.wo).transpose(1, 3, 4, 0, 2)
+        # (G, Ho*Wo*n, Og) @ (kh*kw, G, Og, Cg) -> (kh*kw, G, Ho*Wo*n, Cg)
+        gcols = xp.matmul(gyt.reshape(g.g, g.ho * g.wo * n, og), wk)
+        del gyt
+        # (kh*kw, G, Ho*Wo*n, Cg) -> (kh, kw, G, Ho, Wo, n, Cg)
+        gcols = gcols.reshape(g.kh, g.kw, g.g, g.ho, g.wo, n, cg)
+        gxt = xp.zeros((g.g, g.h, g.w, n, cg), dtype=gy.dtype)  # (G, H, W, n, Cg)
+        for i, j, ro, co, ri, ci in offsets:
+            gxt[:, ri, ci] += gcols[i, j, :, ro, co]
+        del gcols
+        # (G, H, W, n, Cg) -> (n, G, Cg, H, W) -> (n, C, H, W)
+        out[n0:n1].reshape(n, g.g, cg, g.h, g.w)[...] = gxt.transpose(3, 0, 4, 1, 2)
+
+    def part(lo, hi):  # blocks lo..hi
+        for n0 in range(lo * per, min(g.n, hi * per), per):
+            block(n0, min(g.n, n0 + per))
+
+    pool.parallel(-(-g.n // per), part, _work(g), xp)
+    return out
 
 
 def _add_bias(y, bias):
@@ -440,7 +492,7 @@ class Conv2d(_Conv):
             del prod
         if nx:
             gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype)
-            _by_images(xp, g, lambda lo, hi, p: _input_grad(xp, gy[lo:hi], w, p, gx[lo:hi]))
+            _input_grad_by_images(xp, gy, w, g, gx)
         return gx, gw
 
     @staticmethod
@@ -506,8 +558,7 @@ class ConvTranspose2d(_Conv):
         _set_layout(xp, g)
         nx, nw, _ = ctx.needs_input_grad
         y = xp.empty((n, cout, hout, wout), dtype=x.dtype)
-        _by_images(xp, g, lambda lo, hi, p: _add_bias(_input_grad(xp, x[lo:hi], w, p, y[lo:hi]),
-                                                      b))
+        _input_grad_by_images(xp, x, w, g, y, b)
         ctx.geom = g
         ctx.save_for_backward(x if nw else None, w if nx else None)  # x: for the weight grad
         return y

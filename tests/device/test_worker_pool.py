@@ -161,15 +161,41 @@ def _grads(fn, arrays):
     return [y.data.copy()] + [t.grad.data.copy() for t in leaves]
 
 
+def _recording_gemms(monkeypatch):
+    """Make every NumPy matmul (``np.matmul`` and the host backend's) append each GEMM it
+    runs as ``(M, K, N)`` to the returned list: one entry per matrix pair of its batch.
+    OpenBLAS's bits for a row depend on the call's shape (its row- and column-tail
+    kernels differ, and which rows are tail rows differs between AVX2's Haswell and
+    AVX-512's SkylakeX kernels), so the same bits on every CPU need the same GEMM
+    shapes at every thread count -- which this checks on whatever CPU runs it."""
+    gemms = []
+    real = np.matmul
+
+    def matmul(a, b, *args, **kwargs):
+        a2, b2 = np.asarray(a), np.asarray(b)
+        if a2.ndim >= 2 and b2.ndim >= 2:
+            batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+            gemms.extend([(a2.shape[-2], a2.shape[-1], b2.shape[-1])] * int(np.prod(batch)))
+        return real(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(np, "matmul", matmul)
+    monkeypatch.setattr(tg.device.cpu.backend, "matmul", matmul, raising=False)
+    return gemms
+
+
 def _same_bits_at_1_and_2_threads(fn, arrays, monkeypatch=None, block_bytes=8192):
-    """Output and every gradient bitwise equal at 1 and 2 threads; with
-    ``monkeypatch``, also that the 2-thread run did split (handed chunks to a worker),
-    with channels-last convs' blocks (_conv_blocks) of ``block_bytes``: a few output
-    rows each by default, two or more whole images at 1 << 17."""
+    """Output and every gradient bitwise equal at 1 and 2 threads, and (``monkeypatch``
+    given) the same GEMM shapes at both, which makes the bits equal on every CPU kind;
+    with ``monkeypatch``, also that the 2-thread run did split (handed chunks to a
+    worker), with channels-last convs' blocks (_conv_blocks) of ``block_bytes``: a few
+    output rows each by default, two or more whole images at 1 << 17."""
     if monkeypatch is not None:
         monkeypatch.setattr(_conv_blocks, "BLOCK_BYTES", block_bytes)
+        gemms = _recording_gemms(monkeypatch)
     tg.set_num_threads(1)
     one = _grads(fn, arrays)
+    if monkeypatch is not None:
+        at_one, gemms[:] = sorted(gemms), []
     tg.set_num_threads(2)
     splits = []
     if monkeypatch is not None:
@@ -179,7 +205,9 @@ def _same_bits_at_1_and_2_threads(fn, arrays, monkeypatch=None, block_bytes=8192
     two = _grads(fn, arrays)
     for a, b in zip(one, two):  # the same bytes (NaNs included)
         assert a.shape == b.shape and a.tobytes() == b.tobytes()
-    assert monkeypatch is None or splits, "nothing was split"
+    if monkeypatch is not None:
+        assert splits, "nothing was split"
+        assert sorted(gemms) == at_one, "GEMM shapes (M, K, N) differ at 2 threads"
 
 
 @pytest.mark.parametrize("block_bytes", [8192, 1 << 17])
