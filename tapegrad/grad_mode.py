@@ -10,6 +10,7 @@ __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
 
 class _GradMode(threading.local):
     enabled = True
+    replaying = False  # tape.replay is remaking views: temporaries, not registered
 
 
 _local = _GradMode()

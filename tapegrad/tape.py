@@ -12,6 +12,7 @@ whether ops are recorded at all is :mod:`tapegrad.grad_mode`.
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -195,13 +196,14 @@ class Function:
             arrays, params = _device_constants(device, arrays, params)
         if not edges:
             ctx = _entry(cls, device, (False,) * len(args))
-            return _unrecorded(cls, cls.forward(ctx, *arrays, **params), ctx.device, x)
+            return _unrecorded(cls, cls.forward(ctx, *arrays, **params), ctx.device, x,
+                               args[1:], params)
         needs = [False] * len(args)
         for index, _, _, _, _ in edges:
             needs[index] = True
         ctx = _entry(cls, device, tuple(needs))
         out = cls.forward(ctx, *arrays, **params)
-        return _record(cls, ctx, edges, out, args)
+        return _record(cls, ctx, edges, out, args, params)
 
     @classmethod
     def _apply_unary(cls, x, consts, params):
@@ -224,12 +226,12 @@ class Function:
         else:
             out = cls.forward(ctx, data)
         if not record:
-            return _unrecorded(cls, out, ctx.device, x)
+            return _unrecorded(cls, out, ctx.device, x, consts, params)
         node = x._node
         edges = [(0, x, -1, data.shape, data.dtype) if node is None else
                  (0, node, x._out_nr, data.shape, data.dtype)]
         if type(out) is tuple or cls.view or out.dtype.kind != "f" or ctx.device is not device:
-            return _record(cls, ctx, edges, out, (x, *consts))
+            return _record(cls, ctx, edges, out, (x, *consts), params)
         ctx.seq = next(_counter)
         ctx.edges = edges
         ctx.n_out = 1
@@ -301,17 +303,18 @@ def _edge(i, t, data):
     return (i, node, t._out_nr, data.shape, data.dtype)
 
 
-def _unrecorded(cls, out, device, base):
-    """Wrap the outputs of an op that recorded nothing (views still share versions)."""
+def _unrecorded(cls, out, device, base, consts, params, k=None):
+    """Wrap the outputs of an op that recorded nothing (views are still views)."""
     if type(out) is not tuple:
         t = _wrap(out, device, None, 0, False)
         if cls.view and isinstance(base, Tensor):
-            _share_version(t, base)
+            _share_version(t, base, (cls, tuple(consts), params, k))
         return t
-    return tuple(_unrecorded(cls, o, device, base) for o in out)
+    return tuple(_unrecorded(cls, o, device, base, consts, params, k)
+                 for k, o in enumerate(out))
 
 
-def _record(cls, ctx, edges, out, args):
+def _record(cls, ctx, edges, out, args, params=None):
     """Finish a tape entry after forward and wrap its outputs."""
     device = ctx.device  # a transfer op moves its output elsewhere
     ctx.seq = next(_counter)
@@ -335,17 +338,113 @@ def _record(cls, ctx, edges, out, args):
             check_differentiable(cls.__name__, o.dtype, f"a {o.dtype} result")
         t = _wrap(o, device, ctx if diff else None, k, diff)
         if cls.view:
-            _share_version(t, args[0])
+            _share_version(t, args[0], (cls, tuple(args[1:]), params, None if single else k))
         results.append(t)
     if ctx.saved:
         _track_saved(ctx, args, results)
     return results[0] if single else tuple(results)
 
 
-def _share_version(view, base):
-    """A view shares its base's version counter: writing one bumps both."""
+# ------------------------------------------------------------------ views
+#
+# A view op's result shares its input's memory and version counter, and remembers
+# how it was made from its root base (the tensor that is no view): ``_chain``, one
+# step ``(op, constants, params, output)`` per view op. The root keeps weak
+# references to its live views (``_views``). An in-place write through any of them
+# rebases the root's graph and replays every live view's chain on the new root
+# (Tensor._inplace): PyTorch's view semantics. Views made while grad mode is off
+# are no part of that (``_chain`` None), as PyTorch's no-grad views are not.
+
+def _aliases(view, base):
+    """Whether array ``view`` is a view of array ``base``'s memory (NumPy and CuPy
+    point a view's ``.base`` at the array owning the memory); a reshape that had
+    to copy is not."""
+    owner = getattr(view, "base", None)
+    return owner is not None and (owner is base or owner is getattr(base, "base", None))
+
+
+def _share_version(view, base, step):
+    """Make tensor ``view`` (``step`` applied to tensor ``base``) a view of ``base``'s
+    root: one version counter (writing one bumps both) and, in grad mode, the chain
+    that remakes it from the root."""
+    if not _aliases(view.data, base.data):
+        return
     view._version = base._version
-    view._base = base._base if base._base is not None else base
+    root = base._base
+    if root is None:
+        root, chain = base, ()
+    else:
+        chain = getattr(base, "_chain", None)
+    view._base = root
+    if chain is None or not _local.enabled:
+        view._chain = None
+        return
+    view._chain = chain + (step,)
+    if _local.replaying:
+        return
+    views = getattr(root, "_views", None)
+    if views is None:
+        root._views = views = []
+    views.append(weakref.ref(view))
+    if len(views) % 64 == 0:  # drop the dead now and then
+        views[:] = [r for r in views if r() is not None]
+
+
+def replay(root, chain):
+    """The view ``chain`` of tensor ``root``, made again (recorded in grad mode)."""
+    was, _local.replaying = _local.replaying, True
+    try:
+        t = root
+        for cls, consts, params, k in chain:
+            t = cls.apply(t, *consts, **(params or {}))
+            if k is not None:
+                t = t[k] if type(t) is tuple else t
+        return t
+    finally:
+        _local.replaying = was
+
+
+def rebase_views(root):
+    """After an in-place write that rebased ``root``'s graph: each live view of it
+    takes the tape entry of its chain replayed on the root."""
+    views = getattr(root, "_views", None)
+    if not views:
+        return
+    live = []
+    for ref in views:
+        v = ref()
+        if v is None or v._chain is None:
+            continue
+        live.append(ref)
+        t = replay(root, v._chain)
+        v._node, v._out_nr, v.requires_grad = t._node, t._out_nr, t.requires_grad
+    views[:] = live
+
+
+def flat_positions(root, chain):
+    """Where the elements of the view ``chain`` of ``root`` sit in ``root``: a host
+    int64 array of the view's shape, flat (C-order) indices into ``root``."""
+    index = _wrap(np.arange(root.data.size, dtype=np.int64).reshape(root.shape), cpu, None,
+                  0, False)
+    with no_grad():
+        return replay(index, chain).data
+
+
+def own_saved(node, counter):
+    """An in-place op's entry ``node`` keeps a copy of its input 0 (the tensor written,
+    under version counter ``counter``) where it saved it, with a counter of its own:
+    ``y *= b`` saves the old y for b's gradient, as PyTorch's mul_ does, before it is
+    overwritten. Other saved arrays of that memory (``y *= y``'s other operand) stay
+    under the counter, so backward refuses them, as PyTorch does."""
+    src = getattr(node, "saved_src", None)
+    if src is None or node.saved is None:
+        return
+    mine = [j for j, s in enumerate(src) if s is not None and s.counter is counter]
+    if len(mine) != 1 or src[mine[0]][:2] != ("in", 0):
+        return
+    j = mine[0]
+    node.saved = node.saved[:j] + (node.saved[j].copy(),) + node.saved[j + 1:]
+    src[j] = _tuple_new(SavedFrom, ("in", 0, [0], 0))
 
 
 def _track_saved(ctx, args, outs):

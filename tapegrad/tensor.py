@@ -98,7 +98,8 @@ class Tensor(TensorMethods):
     """
 
     __slots__ = ("data", "device", "requires_grad", "grad", "_node", "_out_nr", "_version",
-                 "_base", "__weakref__")
+                 "_base", "__weakref__",
+                 "_chain", "_views")  # views only (tape.py): set there, read with getattr
     __array_ufunc__ = None  # make ndarray <op> Tensor defer to our reflected operators
     __array_priority__ = 1000
 
@@ -314,28 +315,25 @@ class Tensor(TensorMethods):
 
     # ----------------------------------------------------- in-place updates
     def _inplace(self, fn, *args):
-        """Run ``fn(self, *args)`` and write the result into self's array.
+        """Run ``fn(self, *args)`` and write the result into self's array, with
+        PyTorch's semantics for the graph.
 
-        With grad recording on, the result's tape entry becomes self's: self
-        is rebased onto the new history, as PyTorch does. The version bump
-        makes any earlier entry that saved self refuse to run backward.
+        With grad recording on, self is rebased onto the result's tape entry, as
+        PyTorch does; when self is a view, its root base is rebased instead, onto a
+        :class:`~tapegrad.ops.shape.ViewWrite` entry (PyTorch's CopySlices: the root
+        with the view's elements replaced), and every live view of the root (self
+        included) takes the entry of its view ops replayed on the new root
+        (tape.rebase_views). The version bump makes any earlier entry that saved
+        the old values refuse to run backward; the in-place op's own entry keeps a
+        copy of what it read (tape.own_saved).
         """
+        _check_writable(self)
+        root = self._base
         involved = is_grad_enabled() and (
-            self.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)
-        )
+            self.requires_grad or (root is not None and root.requires_grad)
+            or any(isinstance(a, Tensor) and a.requires_grad for a in args))
         if involved:
-            if self.is_leaf and self.requires_grad:
-                raise GraphError(
-                    f"in-place op on a leaf tensor {describe(self)} that requires grad: its "
-                    "gradient would be lost. Do it under tapegrad.no_grad() (as optimizers "
-                    "do), or use an out-of-place op."
-                )
-            base = self._base
-            if base is not None and (base.requires_grad or self.requires_grad):
-                raise GraphError(
-                    f"in-place op on a view {describe(self)} of a tensor that is part of the "
-                    "graph is not supported: modify the base tensor, or .clone() the view."
-                )
+            _check_rebasable(self, root)
             out = fn(self, *args)
         else:
             with no_grad():
@@ -347,10 +345,19 @@ class Tensor(TensorMethods):
             raise DTypeError(f"in-place op: the result's dtype {out.dtype} cannot be stored in "
                              f"a tensor of dtype {self.dtype} (as in PyTorch); use an "
                              "out-of-place op, or convert the tensor first")
+        if involved:
+            tape.own_saved(out._node, self._version)
         self.data[...] = out.data
         self._bump_version()
-        if involved:
+        if not involved:
+            return self
+        if root is None:
             self._node, self._out_nr, self.requires_grad = out._node, out._out_nr, True
+            tape.rebase_views(self)
+        else:  # root's array already holds the result: ViewWrite only records it
+            w = _ops.shape.ViewWrite.apply(root, out, flat=tape.flat_positions(root, self._chain))
+            root._node, root._out_nr, root.requires_grad = w._node, w._out_nr, True
+            tape.rebase_views(root)
         return self
 
     def __iadd__(self, other):
@@ -386,8 +393,14 @@ class Tensor(TensorMethods):
         return self._inplace(_ops.setitem, Ellipsis, _here(self, src))
 
     def fill_(self, value):
-        with no_grad():
-            self.data[...] = value
+        """Set every element to ``value`` (a number or a one-element tensor); in grad
+        mode, recorded like any in-place op (the old values get no gradient)."""
+        root = self._base
+        if isinstance(value, Tensor) or is_grad_enabled() and (
+                self.requires_grad or (root is not None and root.requires_grad)):
+            return self._inplace(_ops.setitem, Ellipsis, _here(self, value))
+        _check_writable(self)
+        self.data[...] = value
         self._bump_version()
         return self
 
@@ -556,6 +569,41 @@ def _bind_operators():
     for name, op in (("__add__", _ops.Add), ("__sub__", _ops.Sub), ("__mul__", _ops.Mul),
                      ("__truediv__", _ops.Div), ("__pow__", _ops.Pow)):
         setattr(Tensor, name, _binary(op, name))
+
+
+def _check_writable(t):
+    """Refuse an in-place write into memory that several elements share (an
+    ``expand()``ed or broadcast view) or that is read-only, as PyTorch does."""
+    data = t.data
+    if any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape)) or \
+            not getattr(data.flags, "writeable", True):
+        raise GraphError(
+            f"in-place op on {describe(t)}: more than one element of it refers to a single "
+            "memory location (an expand()ed or broadcast view), or its memory is read-only. "
+            "Write into a .clone() of it instead.")
+
+
+def _check_rebasable(t, root):
+    """Where PyTorch refuses an in-place op in grad mode, refuse it too."""
+    target = t if root is None else root
+    if target.is_leaf and target.requires_grad:
+        what = "" if root is None else "a view of "
+        raise GraphError(
+            f"in-place op on {what}a leaf tensor {describe(target)} that requires grad: its "
+            "gradient would be lost. Do it under tapegrad.no_grad() (as optimizers do), or use "
+            "an out-of-place op.")
+    if root is None:
+        return
+    chain = getattr(t, "_chain", None)
+    if chain is None:
+        raise GraphError(
+            f"in-place op on a view {describe(t)} that was made while grad mode was off, with "
+            "grad mode on: its graph is unknown (PyTorch refuses this too). Make the view in "
+            "grad mode, or do the write under tapegrad.no_grad().")
+    if any(k is not None for _, _, _, k in chain):
+        raise GraphError(
+            f"in-place op on {describe(t)}, one of several views that one op returned "
+            "(split, chunk, unbind): PyTorch refuses this too. .clone() it first.")
 
 
 def _index(index):

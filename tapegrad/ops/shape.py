@@ -333,6 +333,31 @@ class SetItem(Function):
 
 
 
+class ViewWrite(Function):
+    """PyTorch's CopySlices: ``base`` with its elements at ``flat`` (a view's flat
+    C-order positions in base, of the view's shape) replaced by ``value``. How
+    ``Tensor._inplace`` records a write through a view; by then base's array holds
+    the result already, so forward returns it as it is."""
+
+    differentiable_twice = True
+
+    @staticmethod
+    def forward(ctx, base, value, flat):
+        xp = ctx.xp
+        ctx.flat = xp.asarray(flat)
+        keep = xp.ones(base.shape, dtype=bool)
+        keep.reshape(-1)[ctx.flat] = False
+        ctx.save_for_backward(keep)
+        return base
+
+    @staticmethod
+    def backward(ctx, g):
+        (keep,) = ctx.saved_tensors
+        gb = ctx.xp.where(keep, g, 0) if ctx.needs_input_grad[0] else None
+        gv = g.reshape(-1)[ctx.flat] if ctx.needs_input_grad[1] else None
+        return gb, gv
+
+
 def setitem(x, index, value):
     """Out-of-place ``x[index] = value`` (``Tensor.__setitem__`` writes it back in place).
 
