@@ -188,6 +188,42 @@ def broadcast_to(x, shape):
 
 
 
+_INTP_MAX = int(np.iinfo(np.intp).max)
+
+
+def check_index_range(op, xp, x, index):
+    """Refuse integer index arrays outside ``[-n, n)`` of their axis before indexing:
+    NumPy casts a uint64 index to intp (2**64-1 becomes -1, the last row) and CuPy
+    wraps every out-of-range index, where PyTorch raises. On the host only unsigned
+    64-bit arrays are checked here (NumPy checks the rest itself)."""
+    items = index if isinstance(index, tuple) else (index,)
+    if all(not hasattr(i, "dtype") and type(i) is not list for i in items):
+        return
+    items = [np.asarray(i) if type(i) is list else i for i in items]  # [2**64-1] is uint64
+    host = getattr(xp, "name", None) == "numpy"
+
+    def axes(i):  # how many of x's axes index item i consumes
+        if i is None or i is Ellipsis:
+            return 0
+        return i.ndim if getattr(getattr(i, "dtype", None), "kind", None) == "b" else 1
+
+    axis = 0
+    for i in items:
+        if i is Ellipsis:
+            axis += x.ndim - sum(axes(j) for j in items)
+            continue
+        kind = getattr(getattr(i, "dtype", None), "kind", None)
+        if kind in ("i", "u") and i.size and axis < x.ndim and (
+                not host or (kind == "u" and i.dtype.itemsize == 8)):
+            n = x.shape[axis]
+            lo, hi = int(i.min()), int(i.max())
+            if lo < -n or hi >= n or hi > _INTP_MAX:
+                raise ShapeError(f"{op}: index {describe(i)} with values {lo}..{hi} does not "
+                                 f"fit axis {axis} of {describe(x)} (size {n}): indices must "
+                                 f"be in [-{n}, {n})")
+        axis += axes(i)
+
+
 class GetItem(Function):
     differentiable_twice = True
 
@@ -195,6 +231,7 @@ class GetItem(Function):
     def forward(ctx, x, index):
         ctx.in_shape = x.shape
         ctx.index = index
+        check_index_range("getitem", ctx.xp, x, index)
         try:
             return x[index]
         except IndexError as exc:
@@ -312,6 +349,7 @@ class SetItem(Function):
     @staticmethod
     def forward(ctx, x, index, v):
         xp = ctx.xp
+        check_index_range("setitem", xp, x, index)
         out = x.copy()
         try:
             out[index] = v

@@ -225,3 +225,37 @@ def test_sort_and_topk_values_carry_the_gradient_back():
     with pytest.raises(ShapeError, match=r"topk: k=5 is out of range for 4 elements"):
         ops.topk(tg.tensor(x), 5)
     assert ops.topk(tg.zeros(0, 4), 2).values.shape == (0, 2)
+
+
+# ------------------------------------------------ index ranges (hardening, second round)
+
+@pytest.mark.parametrize("index", [np.array([2**64 - 1], np.uint64), [2**64 - 1],
+                                   np.uint64(2**64 - 1),
+                                   (np.ones(5, bool), np.array([2**63], np.uint64))])
+def test_an_unsigned_index_past_intp_is_refused_not_wrapped(index):
+    # NumPy casts uint64 to intp: 2**64-1 became -1, and W[...] returned the last row
+    w = tg.tensor(np.arange(10.0).reshape(5, 2), requires_grad=True)
+    with pytest.raises(ShapeError, match="does not fit axis"):
+        w[index]
+    with pytest.raises(ShapeError, match="does not fit axis"):
+        h = w * 1
+        h[index] = 0.0
+
+
+def test_unsigned_indices_in_range_still_index():
+    w = tg.tensor(np.arange(10.0).reshape(5, 2))
+    np.testing.assert_array_equal(w[np.array([4, 0], np.uint64)].numpy(), [[8, 9], [0, 1]])
+    np.testing.assert_array_equal(w[..., np.array([1], np.uint64)].numpy().ravel(),
+                                  [1, 3, 5, 7, 9])
+
+
+def test_off_the_host_every_integer_index_is_range_checked():
+    # CuPy wraps out-of-range advanced indices; the check runs before indexing there
+    from tapegrad.testing.fakedevice import fake_device
+
+    w = tg.tensor(np.arange(10.0).reshape(5, 2)).to(fake_device())
+    with pytest.raises(ShapeError, match=r"values 0\.\.5 does not fit axis 0"):
+        w[np.array([0, 5])]
+    with pytest.raises(ShapeError, match=r"values -3\.\.-3 does not fit axis 1"):
+        w[:, np.array([-3])]
+    np.testing.assert_array_equal(w[np.array([-1])].to("cpu").numpy(), [[8, 9]])
