@@ -18,21 +18,34 @@ from typing import Any
 
 from ._deps import OnnxNotInstalledError, UnsupportedOnnxError, require_onnx
 
-__all__ = ["load", "export", "Backend", "backend", "OnnxNotInstalledError",
-           "UnsupportedOnnxError", "require_onnx"]
+__all__ = ["load", "export", "MAX_BYTES", "MAX_VALUE_BYTES", "Backend", "backend",
+           "OnnxNotInstalledError", "UnsupportedOnnxError", "require_onnx"]
 
 
-def load(model: Any, *, check: bool = True):
+from .reader import MAX_BYTES, MAX_VALUE_BYTES  # noqa: E402 - imports no onnx
+
+
+def load(model: Any, *, check: bool = True, base_dir=None, max_bytes: int = MAX_BYTES,
+         max_value_bytes: int = MAX_VALUE_BYTES):
     """The ONNX graph at ``model`` (a path, bytes or an ``onnx.ModelProto``) as a
     :class:`tapegrad.nn.Module`: float initializers become ``nn.Parameter``s,
     ``model(*inputs)`` takes one Tensor per graph input, in order.
+
+    Untrusted files are safe to load: external data is read only from regular
+    files inside the model's folder (``base_dir=`` for bytes and protos, which
+    otherwise read none), and ``max_bytes`` (file + external data + values folded
+    at load, in total) and ``max_value_bytes`` (any one value) bound what a small
+    file can make it allocate; raise them for a model you trust. Malformed or
+    oversized models raise ``SerializationError`` or :class:`UnsupportedOnnxError`
+    naming the file and the node (docs/onnx.md, "Untrusted models").
 
     >>> m = tapegrad.onnx.load("lenet.onnx"); loss = m(x).sum(); loss.backward()
     """
     require_onnx("tapegrad.onnx.load")
     from .importer import load as _load
 
-    return _load(model, check=check)
+    return _load(model, check=check, base_dir=base_dir, max_bytes=max_bytes,
+                 max_value_bytes=max_value_bytes)
 
 
 def export(*args: Any, **kwargs: Any):

@@ -3,6 +3,8 @@ would shadow the function): an ONNX graph as a trainable :class:`tapegrad.nn.Mod
 
 Import happens once, at load time:
 
+* the file, its external data and its tensors are read by :mod:`.reader`,
+  every size checked against the limits before anything is allocated;
 * every node is matched to its rule in :mod:`tapegrad.onnx._rules` (registered
   by the ``ops_*`` modules); an unknown operator, domain, attribute or attribute
   value is refused there, naming the node;
@@ -21,7 +23,6 @@ Import happens once, at load time:
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -38,68 +39,39 @@ from . import (  # noqa: F401 - they fill RULES
     ops_nn,
     ops_pool,
     ops_shape,
+    reader,
 )
 from ._deps import UnsupportedOnnxError
-from ._rules import RULES, NodeInfo, checked_tensor
+from ._rules import RULES, Limits, NodeInfo, checked_tensor
+from .reader import MAX_BYTES, MAX_VALUE_BYTES
 
-__all__ = ["load", "OnnxModule"]
+__all__ = ["load", "OnnxModule", "MAX_BYTES", "MAX_VALUE_BYTES"]
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def _read(model):
-    import onnx
-
-    if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(model))
-    if isinstance(model, (str, os.PathLike)):
-        return onnx.load(os.fspath(model))
-    raise ArgumentError(f"tapegrad.onnx.load: expected a path, bytes or onnx.ModelProto, got "
-                        f"{type(model).__name__}")
-
-
-def _attr_value(node, a):
-    import onnx
-    from onnx import helper, numpy_helper
-
-    kind = a.type
-    if kind in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS,
-                onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS,
-                onnx.AttributeProto.TYPE_PROTO, onnx.AttributeProto.TYPE_PROTOS):
-        raise UnsupportedOnnxError(
-            f"tapegrad.onnx: node {node.name!r} ({node.op_type}): attribute {a.name} of type "
-            f"{onnx.AttributeProto.AttributeType.Name(kind)} (subgraphs, sparse tensors, type "
-            "protos) is not supported")
-    if kind == onnx.AttributeProto.TENSOR:
-        return numpy_helper.to_array(a.t)
-    if kind == onnx.AttributeProto.TENSORS:
-        return [numpy_helper.to_array(t) for t in a.tensors]
-    v = helper.get_attribute_value(a)
-    if isinstance(v, bytes):
-        return v.decode()
-    if isinstance(v, list) and v and isinstance(v[0], bytes):
-        return [s.decode() for s in v]
-    return v
-
-
-def _node_info(node, opset, index):
+def _node_info(node, opset, index, lim, base_dir):
     if node.domain not in _DEFAULT_DOMAINS:
-        raise UnsupportedOnnxError(f"tapegrad.onnx: node {node.name!r} ({node.op_type}) is in "
-                                   f"domain {node.domain!r}; only the default ONNX domain is "
-                                   "supported")
+        raise UnsupportedOnnxError(f"tapegrad.onnx: {lim.source}: node {node.name!r} "
+                                   f"({node.op_type}) is in domain {node.domain!r}; only the "
+                                   "default ONNX domain is supported")
     name = node.name or f"{node.op_type}_{index}"
     rule = RULES.get(node.op_type)
     if rule is None:
         raise UnsupportedOnnxError(
-            f"tapegrad.onnx: node {name!r}: operator {node.op_type} (opset {opset}) is not "
-            f"supported; supported operators: {', '.join(sorted(RULES))}")
-    attrs = {a.name: _attr_value(node, a) for a in node.attribute}
-    info = NodeInfo(name, node.op_type, opset, attrs, len(node.output))
-    for key, value in attrs.items():
-        if key not in rule.attrs:
-            raise info.refuse_attr(key, value, "tapegrad does not implement this attribute")
+            f"tapegrad.onnx: {lim.source}: node {name!r}: operator {node.op_type} (opset "
+            f"{opset}) is not supported; supported operators: {', '.join(sorted(RULES))}")
+    info = NodeInfo(name, node.op_type, opset, {}, len(node.output), lim)
+    label = info.label()
+    for a in node.attribute:
+        if a.name not in rule.attrs:
+            value = reader.attr_value(node, a, label, lim, base_dir)
+            raise info.refuse_attr(a.name, value, "tapegrad does not implement this attribute")
+    reader.check_schema(node, label, lim, opset)
+    info.attrs.update({a.name: reader.attr_value(node, a, label, lim, base_dir)
+                       for a in node.attribute})
+    if rule.check is not None:
+        rule.check(info)
     return rule, info
 
 
@@ -123,10 +95,18 @@ class _Step:
 
 def _run(step, args):
     try:
+        if step.rule.size is not None:
+            count = step.rule.size(step.info, *args)
+            if count is not None:
+                dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
+                step.info.check_size(count, max(dtypes, key=lambda d: d.itemsize)
+                                     if dtypes else np.float64)
         out = step.rule.fn(step.info, *args)
     except UnsupportedOnnxError:
         raise
     except TapegradError as e:
+        if step.info.label() in str(e):
+            raise  # the rule's own error names the node already
         # the op's own message, prefixed with the node it came from
         raise type(e)(f"tapegrad.onnx: {step.info.label()}: {e}") from e
     outs = out if isinstance(out, tuple) else (out,)
@@ -231,41 +211,59 @@ def _check_input(graph, name, x, dtype, rank):
     return x
 
 
-def _value_type(vi):
-    """(dtype or None, rank or None) that a graph input declares."""
-    from onnx import helper
-
-    tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-    if tt is None:
-        raise UnsupportedOnnxError(f"tapegrad.onnx: graph input {vi.name!r} is not a tensor "
-                                   "(sequences, maps and optionals are not supported)")
-    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)) if tt.elem_type else None
-    rank = len(tt.shape.dim) if tt.HasField("shape") else None
-    return dtype, rank
-
-
-def load(model: Any, *, check: bool = True) -> OnnxModule:
+def load(model: Any, *, check: bool = True, base_dir=None, max_bytes: int = MAX_BYTES,
+         max_value_bytes: int = MAX_VALUE_BYTES) -> OnnxModule:
     """An ONNX model (path, bytes or ``onnx.ModelProto``) as an :class:`OnnxModule`.
 
-    ``check`` runs ``onnx.checker.check_model`` first.
+    ``check`` runs ``onnx.checker.check_model`` first. Models come from strangers,
+    so load reads them defensively (:mod:`tapegrad.onnx.reader`): external data
+    only from regular files inside the model's folder (for bytes and protos, only
+    when ``base_dir`` names that folder), sizes checked before anything is
+    allocated or folded. Raise the limits for a model you trust:
+
+    - ``max_bytes`` (:data:`MAX_BYTES`, 1 GiB): the file, its external data and
+      the values constant folding computes, in total;
+    - ``max_value_bytes`` (:data:`MAX_VALUE_BYTES`, 1 GiB): any one value, at
+      load and, for nodes whose output outgrows their inputs, at run time.
+
+    A malformed or oversized model raises :class:`tapegrad.errors.SerializationError`
+    (or :class:`UnsupportedOnnxError`) naming the model, the node and the problem.
 
     >>> m = tapegrad.onnx.load("squeezenet.onnx"); y = m(x)   # x (1, 3, 224, 224)
     """
-    import onnx
-    from onnx import numpy_helper
+    lim = Limits(reader.source_of(model), max_bytes, max_value_bytes)
+    try:
+        return _load(model, check, base_dir, lim)
+    except TapegradError:
+        raise
+    except RecursionError as exc:
+        raise lim.bad("it is nested too deeply to read") from exc
+    except Exception as exc:  # noqa: BLE001 - whatever else a malformed model makes onnx raise
+        raise lim.bad(f"it is malformed ({type(exc).__name__}: {exc})") from exc
 
-    proto = _read(model)
-    if check:
-        # a path lets the checker handle models over protobuf's 2 GB limit
-        is_path = isinstance(model, (str, os.PathLike))
-        onnx.checker.check_model(os.fspath(model) if is_path else proto)
-    opset = max((o.version for o in proto.opset_import if o.domain in _DEFAULT_DOMAINS),
-                default=1)
+
+def _load(model, check, base_dir, lim):
+    import onnx
+
+    proto, base = reader.read_proto(model, lim, base_dir)
     g = proto.graph
+    reader.check_names(lim, g)
+    # initializers first: their external data is read here, from the model's folder only
+    inits = {}
+    for t in g.initializer:
+        if t.name in inits:
+            raise lim.bad(f"it has two initializers named {t.name!r}")
+        inits[t.name] = reader.tensor_array(t, f"initializer {t.name!r}", lim, base)
+    if check:
+        try:
+            onnx.checker.check_model(reader.checkable(proto, inits))
+        except onnx.checker.ValidationError as exc:
+            raise lim.bad(f"onnx.checker refuses it: {exc}") from exc
+    opset = reader.opset_of(proto, lim, _DEFAULT_DOMAINS)
     if len(g.sparse_initializer):
-        raise UnsupportedOnnxError("tapegrad.onnx: sparse initializers are not supported")
-    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
-    nodes = [_node_info(n, opset, i) for i, n in enumerate(g.node)]
+        raise UnsupportedOnnxError(f"tapegrad.onnx: {lim.source}: sparse initializers are "
+                                   "not supported")
+    nodes = [_node_info(n, opset, i, lim, base) for i, n in enumerate(g.node)]
 
     # how each initializer is used decides what it becomes
     static_use, buffer_use = set(), set()
@@ -290,37 +288,65 @@ def load(model: Any, *, check: bool = True) -> OnnxModule:
             params[attr] = nn.Parameter(checked_tensor(arr, f"initializer {name!r}"))
             onnx_names[attr] = name
 
-    inputs = [(vi.name, _value_type(vi)) for vi in g.input if vi.name not in inits]
+    inputs = [(vi.name, reader.value_type(lim, vi)) for vi in g.input if vi.name not in inits]
+    defined = set(inits) | {n for n, _ in inputs}
     steps = []
     with no_grad():
         for node, (rule, info) in zip(g.node, nodes):
             ins, outs = list(node.input), list(node.output)
+            _check_order(lim, info, ins, outs, defined)
             if all(not n or n in consts for n in ins):
-                args = [None if not n else consts[n] for n in ins]
-                args = [_as_input(rule, j, v) for j, v in enumerate(args)]
-                vals = _run(_Step(rule, info, ins, outs), args)
-                for name, v in zip(outs, vals):
-                    if name:
-                        consts[name] = v if isinstance(v, Tensor) else tensor(v)
+                _fold(lim, rule, info, ins, outs, consts)
             else:
                 steps.append(_Step(rule, info, ins, outs))
     outputs = [vi.name for vi in g.output]
-    known = set(consts) | set(inits) | {n for n, _ in inputs} | \
-        {o for s in steps for o in s.outputs}
-    for s in steps:
-        for n in s.inputs:
-            if n and n not in known:
-                raise ShapeError(f"tapegrad.onnx: {s.info.label()} reads {n!r}, which no "
-                                 "node, initializer or graph input produces")
     for n in outputs:
-        if n not in known:
-            raise ShapeError(f"tapegrad.onnx: graph output {n!r} is never produced")
+        if n not in defined:
+            raise lim.bad(f"graph output {n!r} is never produced")
     _plan_frees(steps, outputs)
     # constants only the folding needed are dropped
     live = {n for s in steps for n in s.inputs} | set(outputs)
     consts = {k: v for k, v in consts.items() if k in live}
     return OnnxModule(g.name or "onnx graph", steps, inputs, outputs, params, buffers, consts,
                       onnx_names)
+
+
+def _check_order(lim, info, ins, outs, defined):
+    """Nodes come in topological order and assign each name once (ONNX's rule;
+    ``check=False`` skips the checker, not this)."""
+    for n in ins:
+        if n and n not in defined:
+            raise lim.bad(f"{info.label()} reads {n!r} before any node, initializer or graph "
+                          "input defines it (the nodes are not in topological order, the "
+                          "graph has a cycle, or the value is missing)")
+    for n in outs:
+        if n and n in defined:
+            raise lim.bad(f"{info.label()} writes {n!r}, which is already defined (ONNX "
+                          "assigns each name once)")
+        if n:
+            defined.add(n)
+
+
+def _fold(lim, rule, info, ins, outs, consts):
+    """Evaluate a node of constants once, counting its outputs towards ``max_bytes``."""
+    args = [None if not n else consts[n] for n in ins]
+    args = [_as_input(rule, j, v) for j, v in enumerate(args)]
+    lim.folding = True
+    try:
+        vals = _run(_Step(rule, info, ins, outs), args)
+    except TapegradError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a rule's raw error on hostile constants
+        raise info.bad(f"fails on its constant inputs ({type(exc).__name__}: {exc})") from exc
+    finally:
+        lim.folding = False
+    for name, v in zip(outs, vals):
+        if name:
+            v = v if isinstance(v, Tensor) else tensor(v)
+            nbytes = int(v.data.nbytes)
+            lim.check_value(int(v.data.size), v.data.itemsize, f"{info.label()}: output {name!r}")
+            lim.spend(nbytes, f"{info.label()}: output {name!r}")
+            consts[name] = v
 
 
 def _plan_frees(steps, outputs):

@@ -9,7 +9,15 @@ from ..tensor import tensor
 from ._rules import host, host_ints, norm_axis, norm_indices, rule
 
 
-@rule("Split", attrs=("axis", "split", "num_outputs"), static=(1,))
+def _check_split(node):
+    n = node.get("num_outputs")
+    if n is not None and n != node.n_outputs:
+        raise node.bad(f"num_outputs={n} but the node has {node.n_outputs} outputs")
+    if node.n_outputs < 1:
+        raise node.bad("a Split without outputs")
+
+
+@rule("Split", attrs=("axis", "split", "num_outputs"), static=(1,), check=_check_split)
 def _split(node, x, split=None):
     """Sizes from ``split`` (attribute before opset 13, input after), else
     ``num_outputs`` (opset 18) or the number of outputs: equal parts, the last smaller."""
@@ -68,6 +76,11 @@ def _topk(node, x, k):
     axis = norm_axis(node, int(node.get("axis", -1)), x.ndim)
     if not node.get("sorted", 1):
         raise node.refuse_attr("sorted", 0, "unsorted TopK's order is unspecified")
+    if host(k).size != 1 or host(k).dtype.kind not in "iu":
+        raise node.bad(f"k must be one integer, got {host(k).dtype} of shape {host(k).shape}")
     kk = int(host(k).reshape(-1)[0])
+    if not 0 <= kk <= x.shape[axis]:
+        raise node.bad(f"k={kk} is outside [0, {x.shape[axis]}] (axis {axis} of the input "
+                       f"{tuple(x.shape)})")
     values, indices = ops.topk(x, kk, axis=axis, largest=bool(node.get("largest", 1)))
     return values, ops.cast(indices, np.int64)

@@ -7,11 +7,13 @@ results are constants here, which gives the same (no gradient flows).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import ops
 from ..tensor import tensor
-from ._rules import host, rule
+from ._rules import broadcast_size, host, rule
 
 
 def _raw(fn, *xs):
@@ -32,7 +34,7 @@ _COMPARE = {"Equal": lambda xp, a, b: a == b, "Less": lambda xp, a, b: a < b,
             "BitwiseXor": lambda xp, a, b: a ^ b}
 
 
-@rule(*_COMPARE)
+@rule(*_COMPARE, size=broadcast_size)
 def _compare(node, a, b):
     return _raw(_COMPARE[node.op_type], a, b)
 
@@ -61,7 +63,7 @@ def _sign(node, x):
     return _raw(lambda xp, a: xp.sign(a).astype(a.dtype), x)
 
 
-@rule("Mod", attrs=("fmod",))
+@rule("Mod", attrs=("fmod",), size=broadcast_size)
 def _mod(node, a, b):
     """``fmod=0``: the sign of the divisor (Python's %); ``fmod=1``: of the dividend (C)."""
     if node.get("fmod", 0):
@@ -69,7 +71,7 @@ def _mod(node, a, b):
     return _raw(lambda xp, x, y: xp.mod(x, y), a, b)
 
 
-@rule("Where")
+@rule("Where", size=broadcast_size)
 def _where(node, cond, x, y):
     if x.dtype.kind != "f":
         return _raw(lambda xp, c, a, b: xp.where(c, a, b), cond, x, y)
@@ -80,5 +82,22 @@ def _where(node, cond, x, y):
 def _range(node, start, limit, delta):
     """``start, start + delta, ...`` while before ``limit``, in the inputs' dtype."""
     s, lim, d = host(start), host(limit), host(delta)
-    n = max(int(np.ceil((lim.item() - s.item()) / d.item())), 0)
+    for what, v in (("start", s), ("limit", lim), ("delta", d)):
+        if v.size != 1:
+            raise node.bad(f"{what} must be a scalar, got shape {v.shape}")
+    s, lim, d = s.reshape(()), lim.reshape(()), d.reshape(())
+    a, b, step = s.item(), lim.item(), d.item()
+    if not all(math.isfinite(v) for v in (a, b, step)):  # ints always are
+        raise node.bad(f"start={a}, limit={b}, delta={step} must be finite")
+    if step == 0:
+        raise node.bad(f"delta is 0 (start={a}, limit={b}): the range never ends")
+    # the count before anything is allocated: exact for ints, ONNX's ceil for floats
+    n = -((a - b) // step) if isinstance(step, int) and isinstance(a, int) and \
+        isinstance(b, int) else (b - a) / step
+    if isinstance(n, float):
+        if not math.isfinite(n):
+            raise node.bad(f"start={a}, limit={b}, delta={step} give {n} elements")
+        n = math.ceil(n)
+    n = max(int(n), 0)
+    node.check_size(n, s.dtype)
     return tensor((s + d * np.arange(n, dtype=s.dtype)).astype(s.dtype))

@@ -8,11 +8,13 @@ gradient, is computed on the raw arrays with ONNX's rules (Div truncates).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import ops
 from ..tensor import tensor
-from ._rules import NodeInfo, host, host_ints, norm_axis, rule
+from ._rules import NodeInfo, broadcast_size, host, host_ints, host_scalar, norm_axis, rule
 
 # ---------------------------------------------------------------- helpers
 
@@ -53,13 +55,13 @@ def _binary(op, int_fn):
 
 
 _BCAST = ("broadcast", "axis", "consumed_inputs")
-rule("Add", attrs=_BCAST)(_binary(ops.add, lambda xp, x, y: x + y))
-rule("Sub", attrs=_BCAST)(_binary(ops.sub, lambda xp, x, y: x - y))
-rule("Mul", attrs=_BCAST)(_binary(ops.mul, lambda xp, x, y: x * y))
-rule("Div", attrs=_BCAST)(_binary(ops.div, _int_div))
+rule("Add", attrs=_BCAST, size=broadcast_size)(_binary(ops.add, lambda xp, x, y: x + y))
+rule("Sub", attrs=_BCAST, size=broadcast_size)(_binary(ops.sub, lambda xp, x, y: x - y))
+rule("Mul", attrs=_BCAST, size=broadcast_size)(_binary(ops.mul, lambda xp, x, y: x * y))
+rule("Div", attrs=_BCAST, size=broadcast_size)(_binary(ops.div, _int_div))
 
 
-@rule("Sum", "Mean", "Max", "Min", attrs=("consumed_inputs",))
+@rule("Sum", "Mean", "Max", "Min", attrs=("consumed_inputs",), size=broadcast_size)
 def _variadic(node, *xs):
     """Sum/Mean/Max/Min of any number of inputs, with NumPy broadcasting."""
     step = {"Sum": ops.add, "Mean": ops.add, "Max": ops.maximum, "Min": ops.minimum}
@@ -71,7 +73,7 @@ def _variadic(node, *xs):
     return out
 
 
-@rule("Pow")
+@rule("Pow", size=broadcast_size)
 def _pow(node, x, y):
     if x.dtype.kind in "iu":  # the result has the base's dtype (no gradient)
         xp = x.device.xp
@@ -108,7 +110,7 @@ def _leaky_relu(node, x):
     return ops.where(x > 0, x, x * alpha)  # tapegrad's op keeps slopes >= 0 only
 
 
-@rule("PRelu", attrs=("consumed_inputs",))
+@rule("PRelu", attrs=("consumed_inputs",), size=broadcast_size)
 def _prelu(node, x, slope):
     """``slope`` broadcasts to ``x`` NumPy-style (aligned at the last axis); before
     opset 7 a 1-D slope of C values is one per channel (axis 1)."""
@@ -157,7 +159,12 @@ def _shrink(node, x):
     return ops.where(x < -lambd, x + bias, ops.where(x > lambd, x - bias, x * 0.0))
 
 
-@rule("Gelu", attrs=("approximate",))
+def _check_gelu(node):
+    if node.get("approximate", "none") not in ("none", "tanh"):
+        raise node.refuse_attr("approximate", node.get("approximate"), "'none' or 'tanh'")
+
+
+@rule("Gelu", attrs=("approximate",), check=_check_gelu)
 def _gelu(node, x):
     return ops.gelu(x, approximate=node.get("approximate", "none"))
 
@@ -178,8 +185,8 @@ def _clip(node, x, lo=None, hi=None):
     if node.opset < 11:
         lo, hi = node.get("min"), node.get("max")
     else:
-        lo = None if lo is None else host(lo).item()
-        hi = None if hi is None else host(hi).item()
+        lo = None if lo is None else host_scalar(node, lo, "min")
+        hi = None if hi is None else host_scalar(node, hi, "max")
     if x.dtype.kind in "iu":
         xp = x.device.xp
         return tensor(xp.clip(x.data, lo, hi), device=x.device)
@@ -202,12 +209,30 @@ def _softmax(node, x):
 # -------------------------------------------------------------- products
 
 
-@rule("MatMul")
+def _matmul_size(node, a, b, c=None):
+    """Elements of ``a @ b`` (batch axes broadcast; ``c`` is Gemm's bias)."""
+    if a.ndim == 0 or b.ndim == 0:
+        return None
+    if node.op_type == "Gemm":
+        if a.ndim != 2 or b.ndim != 2:
+            return None
+        return a.shape[1 if node.get("transA", 0) else 0] * \
+            b.shape[0 if node.get("transB", 0) else 1]
+    rows = a.shape[-2] if a.ndim > 1 else 1
+    cols = b.shape[-1] if b.ndim > 1 else 1
+    try:
+        batch = math.prod(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    except ValueError:
+        return None
+    return batch * rows * cols
+
+
+@rule("MatMul", size=_matmul_size)
 def _matmul(node, a, b):
     return ops.matmul(a, b)
 
 
-@rule("Gemm", attrs=("alpha", "beta", "transA", "transB", "broadcast"))
+@rule("Gemm", attrs=("alpha", "beta", "transA", "transB", "broadcast"), size=_matmul_size)
 def _gemm(node, a, b, c=None):
     """``alpha * A' @ B' + beta * C``, ``A'`` = ``A.T`` when ``transA`` (and ``B'`` alike)."""
     alpha, beta = float(node.get("alpha", 1.0)), float(node.get("beta", 1.0))

@@ -19,9 +19,43 @@ import math
 
 from .. import ops
 from ..nn import functional as F
-from ._rules import NodeInfo, rule
+from ._rules import NodeInfo, broadcast_size, rule
 
 _CONV = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+_AUTO_PADS = ("NOTSET", "", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def check_window(node: NodeInfo) -> None:
+    """Load-time checks of a conv/pool node's geometry attributes (whatever the input)."""
+    kernel = node.ints("kernel_shape")
+    nd = len(kernel) if kernel is not None else None
+    if kernel is not None and any(k < 1 for k in kernel):
+        raise node.bad(f"kernel_shape {kernel} must be positive")
+    for name in ("strides", "dilations"):
+        v = node.ints(name)
+        if v is not None and any(i < 1 for i in v):
+            raise node.bad(f"{name} {v} must be positive")
+        if v is not None and nd is not None and len(v) != nd:
+            raise node.bad(f"{name} {v} must have one value per kernel axis ({kernel})")
+    pads = node.ints("pads")
+    if pads is not None and node.op_type != "ConvTranspose" and any(p < 0 for p in pads):
+        raise node.bad(f"pads {pads} must be non-negative")
+    if pads is not None and nd is not None and len(pads) != 2 * nd:
+        raise node.bad(f"pads {pads} must have two values per kernel axis ({kernel})")
+    if node.get("auto_pad", "NOTSET") not in _AUTO_PADS:
+        raise node.refuse_attr("auto_pad", node.get("auto_pad"))
+    if int(node.get("group", 1)) < 1:
+        raise node.bad(f"group={node.get('group')} must be positive")
+    for name in ("output_padding", "output_shape"):
+        v = node.ints(name)
+        if v is not None and any(i < 0 for i in v):
+            raise node.bad(f"{name} {v} must be non-negative")
+
+
+def check_padded(node: NodeInfo, x, pads, what="the padded input"):
+    """Refuse a padded input (N, C, H + pads, W + pads) over the limits before padding."""
+    size = [n + pb + pe for n, (pb, pe) in zip(x.shape[2:], pads)]
+    node.check_size(tuple(x.shape[:2]) + tuple(size), x.dtype, what)
 
 
 def need_float(node: NodeInfo, x):
@@ -90,20 +124,21 @@ def tblr(pads):
 # ------------------------------------------------------------ convolution
 
 
-@rule("Conv", attrs=_CONV)
+@rule("Conv", attrs=_CONV, check=check_window)
 def _conv(node, x, w, b=None):
     need_float(node, x)
     kernel = node.ints("kernel_shape") or list(w.shape[2:])
     if list(w.shape[2:]) != list(kernel):
         raise node.refuse_attr("kernel_shape", kernel, f"the weight is {tuple(w.shape)}")
     kernel, strides, dilations, pads = _geometry(node, x, kernel)
+    check_padded(node, to2d(x), pads)
     nd = x.ndim - 2
     y = ops.conv2d(to2d(x), to2d(w), b, stride=strides, padding=tblr(pads),
                    dilation=dilations, groups=int(node.get("group", 1)))
     return from2d(y, nd)
 
 
-@rule("ConvTranspose", attrs=_CONV + ("output_padding", "output_shape"))
+@rule("ConvTranspose", attrs=_CONV + ("output_padding", "output_shape"), check=check_window)
 def _conv_transpose(node, x, w, b=None):
     need_float(node, x)
     kernel = node.ints("kernel_shape") or list(w.shape[2:])
@@ -132,6 +167,15 @@ def _conv_transpose(node, x, w, b=None):
                                                            dilations)
     else:
         raise node.refuse_attr("auto_pad", auto)
+    if len(opad) != nd or len(strides) != nd or len(dilations) != nd:
+        raise node.bad(f"strides {strides}, dilations {dilations} and output_padding {opad} "
+                       f"need one value per spatial axis ({nd})")
+    # the full output and the cropped/extended one, before either is made
+    node.check_size(tuple(x.shape[:1]) + (w.shape[1] * groups,) + tuple(full), x.dtype,
+                    "its full output")
+    node.check_size(tuple(x.shape[:1]) + (w.shape[1] * groups,) +
+                    tuple(max(f + o - pb - pe, 0) for f, o, (pb, pe) in zip(full, opad, pads)),
+                    x.dtype)
     if nd == 1:
         kernel, strides, dilations = (1, kernel[0]), (1, strides[0]), (1, dilations[0])
         pads, opad = [(0, 0)] + pads, [0] + opad
@@ -191,7 +235,7 @@ def _instance_norm(node, x, scale, bias):
     return ops.group_norm(x, x.shape[1], scale, bias, eps=float(node.get("epsilon", 1e-5)))
 
 
-@rule("LayerNormalization", attrs=("axis", "epsilon", "stash_type"))
+@rule("LayerNormalization", attrs=("axis", "epsilon", "stash_type"), size=broadcast_size)
 def _layer_norm(node, x, scale, bias=None):
     """Normalise over axes ``axis..-1``; the Mean and InvStdDev outputs are the
     statistics (kept axes), computed in float32 for float16 (``stash_type=1``)."""
@@ -215,10 +259,18 @@ def _layer_norm(node, x, scale, bias=None):
     return y, mean, inv
 
 
-@rule("LRN", attrs=("alpha", "beta", "bias", "size"))
+def _check_lrn(node):
+    if int(node.get("size", 0)) < 1:
+        raise node.bad(f"size={node.get('size')} must be positive")
+
+
+@rule("LRN", attrs=("alpha", "beta", "bias", "size"), check=_check_lrn)
 def _lrn(node, x):
     need_float(node, x)
     size = int(node.get("size"))
+    # the window sum pads the channel axis by about ``size``
+    node.check_size(x.data.size // max(x.shape[1], 1) * (x.shape[1] + size) if x.ndim > 1
+                    else x.data.size, x.dtype, "its padded channels")
     alpha = float(node.get("alpha", 1e-4))
     return ops.local_response_norm(x, size, alpha / size, float(node.get("beta", 0.75)),
                                    float(node.get("bias", 1.0)), alpha_over_size=False)

@@ -22,7 +22,7 @@ from ..nn import functional as F
 from ..ops._windows import out_size
 from ..tensor import tensor
 from ._rules import rule
-from .ops_nn import from2d, need_float, pads_of, spatial, tblr, to2d
+from .ops_nn import check_padded, check_window, from2d, need_float, pads_of, spatial, tblr, to2d
 
 _POOL = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
 
@@ -37,6 +37,7 @@ def _geometry(node, x):
     strides = node.ints("strides") or [1] * nd
     dilations = node.ints("dilations") or [1] * nd
     pads = pads_of(node, x.shape[2:], kernel, strides, dilations)
+    check_padded(node, to2d(x), pads if nd == 2 else [(0, 0)] + pads)
     if nd == 1:
         return nd, (1, kernel[0]), (1, strides[0]), (1, dilations[0]), [(0, 0), pads[0]]
     return nd, tuple(kernel), tuple(strides), tuple(dilations), pads
@@ -89,7 +90,7 @@ def _pool_by_offsets(node, x, kernel, strides, dilations, pads, ceil, kind, incl
     return out / tensor(div, device=x.device)
 
 
-@rule("MaxPool", attrs=_POOL + ("storage_order",))
+@rule("MaxPool", attrs=_POOL + ("storage_order",), check=check_window)
 def _max_pool(node, x):
     if node.n_outputs > 1:
         raise node.unsupported("the Indices output of MaxPool")
@@ -102,7 +103,7 @@ def _max_pool(node, x):
     return from2d(y, nd)
 
 
-@rule("AveragePool", attrs=_POOL + ("count_include_pad",))
+@rule("AveragePool", attrs=_POOL + ("count_include_pad",), check=check_window)
 def _avg_pool(node, x):
     nd, kernel, strides, dilations, pads = _geometry(node, x)
     ceil = bool(node.get("ceil_mode", 0))

@@ -14,11 +14,21 @@ from .. import ops
 from ..nn import functional as F
 from ..tensor import tensor
 from ._rules import PLAIN_DTYPES, checked_tensor, host, host_ints, norm_axis, norm_indices, rule
+from .reader import onnx_dtype
 
 # --------------------------------------------------------------- constants
 
 
-@rule("Constant", attrs=("value", "value_float", "value_floats", "value_int", "value_ints"))
+_CONSTANT_VALUES = ("value", "value_float", "value_floats", "value_int", "value_ints")
+
+
+def _check_constant(node):
+    given = [k for k in _CONSTANT_VALUES if k in node.attrs]
+    if len(given) != 1:
+        raise node.bad(f"a Constant needs exactly one value attribute, got {given or 'none'}")
+
+
+@rule("Constant", attrs=_CONSTANT_VALUES, check=_check_constant)
 def _constant(node):
     a = node.attrs
     if "value" in a:
@@ -34,11 +44,23 @@ def _constant(node):
     raise node.unsupported("a Constant without a tensor, float(s) or int(s) value")
 
 
-@rule("ConstantOfShape", attrs=("value",), static=(0,))
+def _check_constant_of_shape(node):
+    value = node.get("value")
+    if value is not None and np.asarray(value).size != 1:
+        raise node.bad(f"value must hold one element, got shape {np.shape(value)}")
+
+
+@rule("ConstantOfShape", attrs=("value",), static=(0,), check=_check_constant_of_shape)
 def _constant_of_shape(node, shape):
     value = node.get("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value)
-    return tensor(np.full(host_ints(shape), value.reshape(-1)[0], dtype=value.dtype))
+    if host(shape).ndim != 1:
+        raise node.bad(f"the shape input must be 1-D, got shape {host(shape).shape}")
+    dims = host_ints(shape, node, "the shape input")
+    if any(d < 0 for d in dims):
+        raise node.bad(f"shape {dims} has a negative dim")
+    node.check_size(dims, value.dtype)
+    return tensor(np.full(dims, value.reshape(-1)[0], dtype=value.dtype))
 
 
 @rule("Shape", attrs=("start", "end"))
@@ -62,11 +84,15 @@ def _cast_to(node, x, dtype):
     return tensor(x.data.astype(dtype), device=x.device)
 
 
-@rule("Cast", attrs=("to", "saturate"))
-def _cast(node, x):
-    from onnx import helper
+def _check_cast(node):
+    to = node.get("to")
+    if onnx_dtype(to) is None:
+        raise node.refuse_attr("to", to, "casts to bool, int and float types only")
 
-    return _cast_to(node, x, np.dtype(helper.tensor_dtype_to_np_dtype(int(node.get("to")))))
+
+@rule("Cast", attrs=("to", "saturate"), check=_check_cast)
+def _cast(node, x):
+    return _cast_to(node, x, onnx_dtype(node.get("to")))
 
 
 @rule("CastLike", attrs=("saturate",))
@@ -148,25 +174,41 @@ def _concat(node, *xs):
 
 @rule("Expand", static=(1,))
 def _expand(node, x, shape):
-    target = np.broadcast_shapes(tuple(x.shape), tuple(host_ints(shape)))
+    dims = host_ints(shape, node, "the shape input")
+    if any(d < 0 for d in dims):
+        raise node.bad(f"shape {dims} has a negative dim")
+    try:
+        target = np.broadcast_shapes(tuple(x.shape), tuple(dims))
+    except ValueError:
+        raise node.bad(f"shape {dims} does not broadcast with the input's "
+                       f"{tuple(x.shape)}") from None
+    node.check_size(target, x.dtype)
     return ops.broadcast_to(x, target)
 
 
 @rule("Tile", static=(1,))
 def _tile(node, x, repeats):
-    reps = host_ints(repeats)
-    out = x
-    for axis, r in enumerate(reps):
-        if r != 1:
-            out = ops.concatenate([out] * r, axis=axis) if r else \
-                ops.getitem(out, (slice(None),) * axis + (slice(0, 0),))
-    return out
+    reps = host_ints(repeats, node, "repeats")
+    if len(reps) != x.ndim or any(r < 0 for r in reps):
+        raise node.bad(f"repeats {reps} must be {x.ndim} non-negative counts (one per axis "
+                       f"of the input {tuple(x.shape)})")
+    out_shape = tuple(r * d for r, d in zip(reps, x.shape))
+    node.check_size(out_shape, x.dtype)
+    # (d0, d1, ..) -> (1, d0, 1, d1, ..) -> (r0, d0, r1, d1, ..) -> (r0*d0, r1*d1, ..)
+    lifted = ops.reshape(x, tuple(v for d in x.shape for v in (1, d)))
+    spread = ops.broadcast_to(lifted, tuple(v for r, d in zip(reps, x.shape) for v in (r, d)))
+    return ops.reshape(spread, out_shape)
 
 
 # ---------------------------------------------------------- slicing, gather
 
 
-@rule("Gather", attrs=("axis",))
+def _gather_size(node, x, indices):
+    return x.data.size // max(x.shape[int(node.get("axis", 0)) % max(x.ndim, 1)], 1) * \
+        indices.data.size if x.ndim else None
+
+
+@rule("Gather", attrs=("axis",), size=_gather_size)
 def _gather(node, x, indices):
     """``np.take(x, indices, axis)``: negative indices count from the end."""
     axis = norm_axis(node, int(node.get("axis", 0)), x.ndim)
@@ -214,7 +256,14 @@ _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
               "wrap": "circular"}
 
 
-@rule("Pad", attrs=("mode", "pads", "value", "paddings"), static=(1, 2, 3))
+def _check_pad(node):
+    if node.get("mode", "constant") not in _PAD_MODES:
+        raise node.refuse_attr("mode", node.get("mode"))
+    if node.opset < 11 and node.ints("pads", node.get("paddings")) is None:
+        raise node.bad("a Pad without pads")
+
+
+@rule("Pad", attrs=("mode", "pads", "value", "paddings"), static=(1, 2, 3), check=_check_pad)
 def _pad(node, x, pads=None, value=None, axes=None):
     """``pads`` is [x1_begin, x2_begin, ..., x1_end, x2_end] over ``axes`` (all by default)."""
     mode = node.get("mode", "constant")
@@ -222,7 +271,10 @@ def _pad(node, x, pads=None, value=None, axes=None):
         pads = node.ints("pads", node.get("paddings"))
         value = float(node.get("value", 0.0))
     else:
-        pads = host_ints(pads)
+        pads = host_ints(pads, node, "pads")
+        if value is not None and host(value).size > 1:
+            raise node.bad(f"the constant value must be one value, got shape "
+                           f"{host(value).shape}")
         value = 0.0 if value is None or host(value).size == 0 else host(value).item()
     axes = list(range(x.ndim)) if axes is None else \
         [norm_axis(node, a, x.ndim, "axes") for a in host_ints(axes)]
@@ -230,8 +282,10 @@ def _pad(node, x, pads=None, value=None, axes=None):
     if len(pads) != 2 * k:
         raise node.unsupported(f"pads {pads} for {k} axes (need {2 * k} values)")
     per_axis = {a: (pads[i], pads[i + k]) for i, a in enumerate(axes)}
-    if mode not in _PAD_MODES:
-        raise node.refuse_attr("mode", mode)
+    out_shape = [n + sum(per_axis.get(a, (0, 0))) for a, n in enumerate(x.shape)]
+    if any(n < 0 for n in out_shape):
+        raise node.bad(f"pads {pads} crop the input {tuple(x.shape)} below zero size")
+    node.check_size(out_shape, x.dtype)
     padded = sorted(a for a, p in per_axis.items() if p != (0, 0))
     if not padded:
         return x
