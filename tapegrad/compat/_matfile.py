@@ -1,5 +1,6 @@
-"""MATLAB ``.mat`` files as plain Python values: v5 through ``scipy.io.loadmat``,
-v7.3 (HDF5) through ``h5py``, both decoded to the same vocabulary so that the
+"""MATLAB ``.mat`` files as plain Python values: v5 through ``scipy.io.loadmat``
+(after :mod:`._mat_v5` has checked and inflated it), v7.3 (HDF5) through
+``h5py`` (:mod:`._mat_v73`), both decoded to the same vocabulary so that the
 layer builders never see which one it was:
 
 * struct ``1x1`` -> ``dict`` (field order kept); struct array -> ``list`` of dicts,
@@ -11,15 +12,21 @@ layer builders never see which one it was:
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError, SerializationError, TapegradError
+from ..errors import ArgumentError, TapegradError
+from ._mat_v5 import checked_stream
+from ._mat_v73 import read_v73
+from ._matcheck import MAX_BYTES, MAX_DEPTH, MAX_ITEMS, Budget, MatFileError
 
-__all__ = ["read_mat", "from_scipy", "MatFileDependencyError"]
+__all__ = ["read_mat", "from_scipy", "MatFileDependencyError", "MatFileError"]
+
+_HDF5 = b"\x89HDF\r\n\x1a\n"
 
 _HINT = "install tapegrad's MatConvNet extra: pip install 'tapegrad[matconvnet]'"
 
@@ -28,35 +35,59 @@ class MatFileDependencyError(TapegradError, ImportError):
     """scipy (``.mat`` v5) or h5py (v7.3) is missing."""
 
 
-def read_mat(path) -> dict[str, Any]:
-    """The top-level variables of a MATLAB file, decoded (see the module notes).
+def read_mat(path, *, max_bytes: int = MAX_BYTES, max_items: int = MAX_ITEMS,
+             max_depth: int = MAX_DEPTH, names=None) -> dict[str, Any]:
+    """The top-level variables of a MATLAB file (those in ``names``, or all),
+    decoded (see the module notes). The file is read as a hostile one: any
+    truncated, corrupt or foreign file, or one declaring more than the limits
+    (:mod:`._matcheck`), raises :class:`MatFileError` naming the file and the
+    problem before anything of that size is allocated.
 
     >>> read_mat("imagenet-vgg-f.mat")["layers"][0]["type"]      # 'conv'
     """
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        head = f.read(128)
-        f.seek(512)
-        hdf5 = f.read(8) == b"\x89HDF\r\n\x1a\n"
-    if hdf5 or head.startswith(b"MATLAB 7.3"):
+    budget = Budget(path, max_bytes, max_items, max_depth)
+    with open(path, "rb") as fh:  # a missing or unreadable file: the OSError as it is
+        size = fh.seek(0, 2)
+        fh.seek(0)
+        head = fh.read(128)
+        fh.seek(512)
+        hdf5 = fh.read(8) == _HDF5 or head.startswith(_HDF5)
+        fh.seek(0)
+        if not size:
+            raise budget.bad("the file is empty")
+        if hdf5 or head.startswith(b"MATLAB 7.3"):
+            try:
+                import h5py
+            except ImportError:
+                raise MatFileDependencyError(f"{path} is a MATLAB v7.3 (HDF5) file, which "
+                                             f"needs h5py: {_HINT}") from None
+            return _checked(budget, read_v73, h5py, path, budget, names)
         try:
-            import h5py
+            import scipy.io
         except ImportError:
-            raise MatFileDependencyError(f"{path} is a MATLAB v7.3 (HDF5) file, which needs "
-                                         f"h5py: {_HINT}") from None
-        with h5py.File(path, "r") as f:
-            return {k: _from_h5(f, v) for k, v in f.items() if not k.startswith("#")}
+            raise MatFileDependencyError(f"reading the MATLAB file {path} needs scipy: "
+                                         f"{_HINT}") from None
+        stream = _checked(budget, checked_stream, fh, size, budget)
+    raw = _checked(budget, scipy.io.loadmat, io.BytesIO(stream), squeeze_me=False,
+                   struct_as_record=True, chars_as_strings=True)
+    del stream
+    return {k: _checked(budget, from_scipy, v) for k, v in raw.items()
+            if not k.startswith("__") and (names is None or k in names)}
+
+
+def _checked(budget, fn, *args, **kwargs):
+    """``fn(*args)``, with whatever a damaged file makes the readers raise turned
+    into a MatFileError naming the file (tapegrad's own errors pass, and so does
+    MemoryError: the checks exist so that it cannot happen)."""
     try:
-        import scipy.io
-    except ImportError:
-        raise MatFileDependencyError(f"reading the MATLAB file {path} needs scipy: "
-                                     f"{_HINT}") from None
-    try:
-        raw = scipy.io.loadmat(path, squeeze_me=False, struct_as_record=True,
-                               chars_as_strings=True)
-    except (ValueError, TypeError) as e:
-        raise SerializationError(f"{path} is not a readable MATLAB .mat file: {e}") from e
-    return {k: from_scipy(v) for k, v in raw.items() if not k.startswith("__")}
+        return fn(*args, **kwargs)
+    except (TapegradError, MemoryError):
+        raise
+    except RecursionError as e:
+        raise budget.bad("it is nested too deeply to decode (lower max_depth)") from e
+    except Exception as e:  # noqa: BLE001 - anything a damaged file makes scipy/h5py raise
+        raise budget.bad(f"{type(e).__name__}: {e}") from e
 
 
 def from_scipy(v) -> Any:
@@ -84,82 +115,6 @@ def from_scipy(v) -> Any:
         rows = [str(s) for s in v.ravel(order="F")]
         return "" if not rows else rows[0] if len(rows) == 1 else rows
     return v
-
-
-# ------------------------------------------------------------- v7.3 (HDF5)
-#
-# MATLAB's v7.3 layout (HDF5 behind a 512-byte text header): every variable is
-# a dataset or a group carrying a MATLAB_class attribute; arrays are stored
-# with their dimensions reversed (HDF5 is row-major, MATLAB column-major), so
-# ``dataset[()].T`` has MATLAB's shape. A struct is a group with one member per
-# field (MATLAB_fields lists their order). A cell is a dataset of object
-# references into the ``#refs#`` group; so is each field of a struct *array*
-# (one reference per element). Empty arrays are a dataset of their dimensions
-# with the MATLAB_empty attribute. Chars are uint16 code units.
-
-
-def _attr_str(obj, name):
-    a = obj.attrs.get(name)
-    if a is None:
-        return None
-    return a.decode() if isinstance(a, bytes) else str(a)
-
-
-def _field_order(group):
-    names = group.attrs.get("MATLAB_fields")
-    if names is None:
-        return list(group.keys())
-    order = ["".join(c.decode() if isinstance(c, bytes) else str(c) for c in np.ravel(n))
-             for n in names]
-    return [n for n in order if n in group] + [k for k in group if k not in order]
-
-
-def _from_h5(f, obj) -> Any:
-    import h5py
-
-    cls = _attr_str(obj, "MATLAB_class")
-    if isinstance(obj, h5py.Group):
-        if cls not in (None, "struct"):
-            raise SerializationError(f"MATLAB v7.3: cannot read {obj.name} of class {cls} "
-                                     "(objects and function handles are not supported)")
-        names = _field_order(obj)
-        fields = {k: obj[k] for k in names}
-        # a struct array: every field is a dataset of references, one per element
-        refs = [isinstance(d, h5py.Dataset) and d.dtype == h5py.ref_dtype
-                and _attr_str(d, "MATLAB_class") is None for d in fields.values()]
-        if fields and all(refs):
-            cols = {k: [_from_h5(f, f[r]) for r in d[()].ravel()] for k, d in fields.items()}
-            count = len(next(iter(cols.values())))
-            items = [{k: cols[k][i] for k in names} for i in range(count)]
-            return items[0] if count == 1 else items
-        return {k: _from_h5(f, d) for k, d in fields.items()}
-    if obj.attrs.get("MATLAB_empty", 0):
-        if cls == "char":
-            return ""
-        if cls in ("cell", "struct"):
-            return [] if cls == "cell" else {}
-        dims = tuple(int(d) for d in np.ravel(obj[()])) if obj.size else (0, 0)
-        return np.zeros(dims, dtype=_NUMERIC.get(cls, np.float64))
-    data = obj[()]
-    if cls == "cell" or data.dtype == h5py.ref_dtype:
-        return [_from_h5(f, f[r]) for r in np.ravel(data)]  # C order of reversed dims
-    arr = np.asarray(data).T  # MATLAB's shape (a Fortran-ordered view)
-    if cls == "char":
-        rows = ["".join(chr(c) for c in row) for row in np.atleast_2d(arr)]
-        return rows[0] if len(rows) == 1 else rows
-    if cls == "logical":
-        return arr.astype(bool)
-    if cls in _NUMERIC:
-        if arr.dtype.names:  # complex: a (real, imag) compound
-            raise SerializationError(f"MATLAB v7.3: {obj.name} is complex; simplenn networks "
-                                     "hold real arrays only")
-        return arr.astype(_NUMERIC[cls], copy=False)
-    raise SerializationError(f"MATLAB v7.3: cannot read {obj.name} of class {cls!r}")
-
-
-_NUMERIC = {"double": np.float64, "single": np.float32, "int8": np.int8, "uint8": np.uint8,
-            "int16": np.int16, "uint16": np.uint16, "int32": np.int32, "uint32": np.uint32,
-            "int64": np.int64, "uint64": np.uint64}
 
 
 def check_unsqueezed(top: Mapping, key: str) -> None:

@@ -36,6 +36,7 @@ from ..nn.module import Module
 from ..tape import grad as tape_grad
 from ..tape import set_grad_enabled
 from ..tensor import Tensor, _wrap
+from ._matcheck import MAX_BYTES, MAX_DEPTH, MAX_EXTENT, MAX_ITEMS, MatFileError
 from ._matfile import MatFileDependencyError, check_unsqueezed, from_scipy, read_mat
 from .matconvnet_layers import (
     LRN,
@@ -51,12 +52,14 @@ from .matconvnet_layers import (
     Softmax,
     SpNorm,
     _empty,
+    _show,
     from_nchw,
     to_nchw,
 )
 from .matconvnet_losses import Loss, PDist, SoftmaxLoss
 
-__all__ = ["SimpleNN", "Result", "load_simplenn", "simplenn", "MatFileDependencyError"]
+__all__ = ["SimpleNN", "Result", "load_simplenn", "simplenn", "MatFileDependencyError",
+           "MatFileError"]
 
 
 class SimpleNN(Module):
@@ -111,25 +114,44 @@ LAYER_TYPES = {cls.type: cls for cls in (Conv, ConvT, Pool, ReLU, Sigmoid, LRN, 
 LAYER_TYPES["normalize"] = LRN
 
 
-def build_layer(d: dict, index: int) -> Layer:
+def build_layer(d: dict, index: int, *, source="the dict", max_extent: int = MAX_EXTENT
+                ) -> Layer:
     """One decoded ``net.layers{i}`` struct -> its Layer (vl_simplenn_tidy's defaults
-    for missing fields; the old ``filters``/``biases`` fields are read too)."""
+    for missing fields; the old ``filters``/``biases`` fields are read too). Every
+    field is checked here (type, range, finiteness, integers, ``max_extent``), so
+    a malformed file fails at load, with a :class:`MatFileError` naming ``source``,
+    the layer and the field."""
+    def bad(why):
+        return MatFileError(f"load_simplenn: {source}: net.layers{{{index + 1}}} {why}")
+
     if not isinstance(d, dict) or "type" not in d:
-        raise ArgumentError(f"load_simplenn: net.layers{{{index + 1}}} is not a struct with a "
-                            f"'type' field (got {type(d).__name__})")
-    kind = d["type"]
-    name = d.get("name") or f"layer{index + 1}"
+        raise bad(f"is not a struct with a 'type' field (got {type(d).__name__})")
+    kind, name = d["type"], d.get("name")
+    name = f"layer{index + 1}" if _empty(name) or name == "" else name
     if not isinstance(kind, str) or not isinstance(name, str):
-        raise ArgumentError(f"load_simplenn: net.layers{{{index + 1}}}: 'type' and 'name' must "
-                            f"be strings, got {kind!r} and {name!r}")
-    where = f"net.layers{{{index + 1}}} ({name!r}, type {kind!r})"
+        raise bad(f"'type' and 'name' must be strings, got {_show(kind)} and {_show(name)}")
+    where = f"({name!r}, type {kind!r})"
     if kind not in LAYER_TYPES:
-        raise ArgumentError(f"load_simplenn: {where}: unsupported layer type; tapegrad reads "
-                            f"{sorted(LAYER_TYPES)} ('custom' layers hold MATLAB function "
-                            "handles, which cannot be loaded)")
-    common = {"name": name, "precious": bool(np.asarray(d.get("precious", False)).any())}
+        raise bad(f"{where}: unsupported layer type; tapegrad reads {sorted(LAYER_TYPES)} "
+                  "('custom' layers hold MATLAB function handles, which cannot be loaded)")
+    try:
+        layer = _make_layer(d, kind, name)
+    except KeyError as e:  # a required field (spnorm's and noffset's param) is absent
+        raise bad(f"{where}: missing field {e}") from e
+    except (ArgumentError, ShapeError, DTypeError) as e:
+        raise bad(f"{where}: {e}") from e
+    for field, value in layer.extents().items():
+        if value > max_extent:
+            raise bad(f"{where}: field {field} is {value}, more than max_extent={max_extent} "
+                      "(the forward pass would allocate or loop in proportion); if you trust "
+                      "the file, pass a larger load_simplenn(..., max_extent=...)")
+    return layer
+
+
+def _make_layer(d, kind, name):
+    common = {"name": name, "precious": d.get("precious", False)}
     weights = d.get("weights")
-    if weights is None and "filters" in d:  # MatConvNet before beta16
+    if _empty(weights) and "filters" in d:  # MatConvNet before beta16
         weights = [d["filters"], d.get("biases")]
     weights = [] if _empty(weights) else weights if isinstance(weights, list) else [weights]
 
@@ -138,79 +160,99 @@ def build_layer(d: dict, index: int) -> Layer:
         return default if (_empty(v) and not _empty(default)) else v
 
     if kind in ("conv", "convt", "bnorm") and not weights:
-        raise ArgumentError(f"load_simplenn: {where} has no weights")
-    try:
-        if kind == "conv":
-            return Conv(weights[0], weights[1] if len(weights) > 1 else None,
-                        pad=field("pad", 0), stride=field("stride", 1),
-                        dilate=field("dilate", 1), **common)
-        if kind == "convt":
-            return ConvT(weights[0], weights[1] if len(weights) > 1 else None,
-                         upsample=field("upsample", 1), crop=field("crop", 0),
-                         numGroups=field("numGroups", 1), **common)
-        if kind == "bnorm":
-            if len(weights) < 2:
-                raise ArgumentError("bnorm needs multipliers and biases")
-            return BNorm(weights[0], weights[1], weights[2] if len(weights) > 2 else None,
-                         epsilon=field("epsilon", 1e-5), **common)
-        if kind == "pool":
-            if _empty(d.get("pool")):
-                raise ArgumentError("missing field 'pool' (the pooling window)")
-            return Pool(d["pool"], method=field("method", "max"),
-                        stride=field("stride", 1), pad=field("pad", 0), **common)
-        if kind == "relu":
-            return ReLU(field("leak", 0.0), **common)
-        if kind == "dropout":
-            return Dropout(field("rate", 0.5), **common)
-        if kind in ("lrn", "normalize"):
-            return LRN(field("param", (5, 1, 0.0001 / 5, 0.75)), **common)
-        if kind in ("spnorm", "noffset"):
-            return LAYER_TYPES[kind](d["param"], **common)
-        if kind in ("softmaxloss", "loss"):
-            c = d.get("class")
-            return LAYER_TYPES[kind](None if _empty(c) else c, **common)
-        if kind == "pdist":
-            return PDist(d.get("class"), p=field("p", 2), noRoot=field("noRoot", False),
-                         epsilon=field("epsilon", 1e-3), aggregate=field("aggregate", False),
-                         instanceWeights=d.get("instanceWeights"), **common)
-        return LAYER_TYPES[kind](**common)
-    except KeyError as e:  # a required field (spnorm's and noffset's param) is absent
-        raise ArgumentError(f"load_simplenn: {where}: missing field {e}") from e
-    except (ArgumentError, ShapeError) as e:
-        raise type(e)(f"load_simplenn: {where}: {e}") from e
+        raise ArgumentError("has no weights")
+    if kind == "conv":
+        return Conv(weights[0], weights[1] if len(weights) > 1 else None,
+                    pad=field("pad", 0), stride=field("stride", 1),
+                    dilate=field("dilate", 1), **common)
+    if kind == "convt":
+        return ConvT(weights[0], weights[1] if len(weights) > 1 else None,
+                     upsample=field("upsample", 1), crop=field("crop", 0),
+                     numGroups=field("numGroups", 1), **common)
+    if kind == "bnorm":
+        if len(weights) < 2:
+            raise ArgumentError("bnorm needs multipliers and biases")
+        return BNorm(weights[0], weights[1], weights[2] if len(weights) > 2 else None,
+                     epsilon=field("epsilon", 1e-5), **common)
+    if kind == "pool":
+        if _empty(d.get("pool")):
+            raise ArgumentError("missing field 'pool' (the pooling window)")
+        return Pool(d["pool"], method=field("method", "max"),
+                    stride=field("stride", 1), pad=field("pad", 0), **common)
+    if kind == "relu":
+        return ReLU(field("leak", 0.0), **common)
+    if kind == "dropout":
+        return Dropout(field("rate", 0.5), **common)
+    if kind in ("lrn", "normalize"):
+        return LRN(field("param", (5, 1, 0.0001 / 5, 0.75)), **common)
+    if kind in ("spnorm", "noffset"):
+        return LAYER_TYPES[kind](d["param"], **common)
+    if kind in ("softmaxloss", "loss"):
+        return LAYER_TYPES[kind](d.get("class"), **common)
+    if kind == "pdist":
+        return PDist(d.get("class"), p=field("p", 2), noRoot=field("noRoot", False),
+                     epsilon=field("epsilon", 1e-3), aggregate=field("aggregate", False),
+                     instanceWeights=d.get("instanceWeights"), **common)
+    return LAYER_TYPES[kind](**common)
 
 
-def load_simplenn(source) -> SimpleNN:
+def load_simplenn(source, *, max_bytes: int = MAX_BYTES, max_items: int = MAX_ITEMS,
+                  max_depth: int = MAX_DEPTH, max_extent: int = MAX_EXTENT) -> SimpleNN:
     """A simplenn network from a MATLAB ``.mat`` file (v5 through scipy, v7.3 through
     h5py), saved either as its fields (``save(f, '-struct', 'net')``: the
     pretrained models) or as a variable ``net`` (``cnn_train``'s checkpoints).
     ``source`` may also be the dict ``scipy.io.loadmat(path)`` returned.
 
+    ``.mat`` files come from strangers, so the file is read defensively: no other
+    file is opened (HDF5 external links, external storage and virtual datasets
+    are refused), every size it declares is checked before it is allocated, and
+    every layer field is checked; any truncated, corrupt, hostile or malformed
+    file raises :class:`MatFileError` (a SerializationError) naming the file, the
+    field and what is wrong. The limits, module defaults in
+    :mod:`tapegrad.compat._matcheck`, can be raised for a file you trust:
+
+    - ``max_bytes`` (1 GiB): the bytes of the arrays the file declares, in total,
+      and separately the bytes its compressed v5 data may inflate to;
+    - ``max_items`` (1,000,000): cell and struct elements, char rows, HDF5 objects;
+    - ``max_depth`` (100): nesting of cells and structs;
+    - ``max_extent`` (1024): the largest pad, stride, dilation, upsampling,
+      crop, pooling or LRN/spnorm window of a layer.
+
     >>> net = load_simplenn("data/mnist-baseline/net-epoch-20.mat")
     >>> [layer.type for layer in net.layers][:3]          # ['conv', 'pool', 'conv']
     """
+    wanted = ("layers", "net", "meta", "classes", "normalization")
     if isinstance(source, Mapping):
         top = {k: v for k, v in source.items() if not str(k).startswith("__")}
         key = "layers" if "layers" in top else "net" if "net" in top else None
         if key is not None:
             check_unsqueezed(top, key)
-        top = {k: from_scipy(v) for k, v in top.items()}
         where = "the dict"
+        try:
+            top = {k: from_scipy(v) for k, v in top.items() if k in wanted}
+        except RecursionError as e:
+            raise MatFileError(f"load_simplenn: {where} is nested too deeply") from e
     else:
-        top = read_mat(source)
         where = os.fspath(source)
+        top = read_mat(source, max_bytes=max_bytes, max_items=max_items, max_depth=max_depth,
+                       names=wanted)
     net = top if "layers" in top else top.get("net")
     if not isinstance(net, dict) or "layers" not in net:
-        raise ArgumentError(f"load_simplenn: {where} holds no simplenn network (no 'layers' "
-                            f"variable and no 'net' struct with 'layers'); its variables: "
-                            f"{sorted(top)}")
+        raise MatFileError(f"load_simplenn: {where} holds no simplenn network: no 'layers' "
+                           f"variable and no 'net' struct with 'layers' (of {list(wanted)} it "
+                           f"holds {sorted(top)})")
     layers = net["layers"]
-    layers = [layers] if isinstance(layers, dict) else list(layers)
+    if isinstance(layers, dict):
+        layers = [layers]
+    if not isinstance(layers, list):
+        raise MatFileError(f"load_simplenn: {where}: net.layers must be a cell of structs, "
+                           f"got {_show(layers)}")
     meta = dict(net["meta"]) if isinstance(net.get("meta"), dict) else {}
     for old in ("classes", "normalization"):  # MatConvNet before beta16 (vl_simplenn_tidy)
         if old in net and old not in meta:
             meta[old] = net[old]
-    return SimpleNN([build_layer(d, i) for i, d in enumerate(layers)], meta)
+    return SimpleNN([build_layer(d, i, source=where, max_extent=max_extent)
+                     for i, d in enumerate(layers)], meta)
 
 
 # ---------------------------------------------------------------- evaluating

@@ -48,24 +48,61 @@ def from_nchw(a):
 # ------------------------------------------------------------ field parsing
 
 
-def _vec(layer, field, value, sizes):
-    """A MATLAB numeric field as a tuple of ints, expanded from a scalar; ``sizes``
-    are the lengths MatConvNet accepts (e.g. 1 or 4 for ``pad``)."""
-    v = np.asarray(value, dtype=np.float64).ravel(order="F")
-    if v.size not in sizes or not np.all(v == np.round(v)) or np.any(v < 0):
+def _show(v):
+    """A short repr of a field's value for an error message."""
+    if isinstance(v, np.ndarray):
+        if v.dtype.kind in "biuf" and v.size <= 8:
+            return str(v.ravel(order="F").tolist())
+        return f"a {describe(v)} array"
+    if isinstance(v, dict):
+        return "a struct"
+    if isinstance(v, list):
+        return f"a cell of {len(v)}"
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _numbers(layer, field, value):
+    """A MATLAB numeric or logical field as a flat float64 array (column-major),
+    refusing strings, structs, cells, complex and non-finite values."""
+    plain = (bool, int, float, np.generic)
+    if isinstance(value, plain) or (isinstance(value, (list, tuple)) and value
+                                    and all(isinstance(v, plain) for v in value)):
+        value = np.asarray(value)
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+        raise ArgumentError(f"simplenn: layer {layer!r} field {field!r} must be real numbers, "
+                            f"got {_show(value)}")
+    v = value.astype(np.float64).ravel(order="F")
+    if not np.isfinite(v).all():
+        raise ArgumentError(f"simplenn: layer {layer!r} field {field!r} must be finite, got "
+                            f"{_show(value)}")
+    return v
+
+
+def _vec(layer, field, value, sizes, low=0):
+    """A MATLAB numeric field as a tuple of ints >= ``low``, expanded from a scalar;
+    ``sizes`` are the lengths MatConvNet accepts (e.g. 1 or 4 for ``pad``)."""
+    v = _numbers(layer, field, value)
+    if v.size not in sizes or not np.all(v == np.round(v)) or np.any(v < low):
+        kind = "non-negative" if low == 0 else f">= {low}"
         raise ArgumentError(f"simplenn: layer {layer!r} field {field!r} must be "
-                            f"{' or '.join(map(str, sizes))} non-negative integers, got "
-                            f"{v.tolist()}")
+                            f"{' or '.join(map(str, sizes))} {kind} integers, got "
+                            f"{_show(value)}")
     n = max(sizes)
     return tuple(int(x) for x in (np.repeat(v, n) if v.size == 1 else v))
 
 
 def _scalar(layer, field, value):
-    v = np.asarray(value, dtype=np.float64).ravel()
+    v = _numbers(layer, field, value)
     if v.size != 1:
         raise ArgumentError(f"simplenn: layer {layer!r} field {field!r} must be a scalar, "
-                            f"got {v.tolist()}")
+                            f"got {_show(value)}")
     return float(v[0])
+
+
+def _flag(layer, field, value):
+    """A logical field (``precious``, ``noRoot``): true if any element is."""
+    return bool(_numbers(layer, field, value).any()) if not _empty(value) else False
 
 
 def _empty(v):
@@ -73,6 +110,9 @@ def _empty(v):
 
 
 def _float_array(layer, what, a):
+    if isinstance(a, (dict, list, str)):
+        raise ArgumentError(f"simplenn: layer {layer!r} {what} must be a single or double "
+                            f"array, got {_show(a)}")
     a = np.asarray(a)
     if a.dtype.kind != "f":
         raise ArgumentError(f"simplenn: layer {layer!r} {what} must be single or double, got "
@@ -89,7 +129,12 @@ class Layer(Module):
     def __init__(self, name="", precious=False):
         super().__init__()
         self.name = str(name)
-        self.precious = bool(precious)
+        self.precious = _flag(self.name, "precious", precious)
+
+    def extents(self) -> dict:
+        """The largest value of each field that sets how much the forward pass
+        allocates or loops over, independently of the input (pad, stride, ...)."""
+        return {}
 
     def params(self) -> list:
         """The layer's Parameters, in the order of MatConvNet's ``weights``."""
@@ -126,7 +171,7 @@ def _param(a):
 class _Filters(Layer):
     """conv and convt: a filter bank and optional biases."""
 
-    def _set_weights(self, filters, biases, layout):
+    def _set_weights(self, filters, biases, layout, outputs):
         filters = _float_array(self.name, "filters", filters)
         filters = filters.reshape(filters.shape + (1,) * (4 - filters.ndim))
         if filters.ndim != 4 or 0 in filters.shape:
@@ -137,6 +182,10 @@ class _Filters(Layer):
         self.bias = None
         if not _empty(biases):
             b = _float_array(self.name, "biases", biases)
+            if b.size != outputs(filters.shape):
+                raise ShapeError(f"simplenn: layer {self.name!r} has {b.size} biases for "
+                                 f"{outputs(filters.shape)} outputs (filters "
+                                 f"{'x'.join(map(str, filters.shape))})")
             self._bias_shape = b.shape
             self.bias = _param(b.ravel(order="F").astype(filters.dtype))
 
@@ -170,10 +219,14 @@ class Conv(_Filters):
 
     def __init__(self, filters, biases, pad=0, stride=1, dilate=1, **kw):
         super().__init__(**kw)
-        self._set_weights(filters, biases, (3, 2, 0, 1))  # (FH, FW, FC, K) -> (K, FC, FH, FW)
+        # (FH, FW, FC, K) -> (K, FC, FH, FW)
+        self._set_weights(filters, biases, (3, 2, 0, 1), lambda shape: shape[3])
         self.pad = _vec(self.name, "pad", pad, (1, 4))
-        self.stride = _vec(self.name, "stride", stride, (1, 2))
-        self.dilate = _vec(self.name, "dilate", dilate, (1, 2))
+        self.stride = _vec(self.name, "stride", stride, (1, 2), low=1)
+        self.dilate = _vec(self.name, "dilate", dilate, (1, 2), low=1)
+
+    def extents(self):
+        return {f: max(getattr(self, f)) for f in self.fields}
 
     def run(self, x, test=False, aux=None):
         c, k, fc = x.shape[1], self.weight.shape[0], self.weight.shape[1]
@@ -196,10 +249,20 @@ class ConvT(_Filters):
 
     def __init__(self, filters, biases, upsample=1, crop=0, numGroups=1, **kw):  # noqa: N803
         super().__init__(**kw)
-        self._set_weights(filters, biases, (3, 2, 0, 1))  # (FH, FW, K, D) -> (D, K, FH, FW)
-        self.upsample = _vec(self.name, "upsample", upsample, (1, 2))
+        groups = _vec(self.name, "numGroups", numGroups, (1,), low=1)[0]
+        shape = np.shape(_float_array(self.name, "filters", filters))
+        d = shape[3] if len(shape) == 4 else 1  # MATLAB drops a trailing D of 1
+        if d % groups:
+            raise ShapeError(f"simplenn: convt layer {self.name!r}: numGroups = {groups} must "
+                             f"divide the filters' D = {d} input channels")
+        # (FH, FW, K, D) -> (D, K, FH, FW); K * numGroups outputs
+        self._set_weights(filters, biases, (3, 2, 0, 1), lambda shape: shape[2] * groups)
+        self.upsample = _vec(self.name, "upsample", upsample, (1, 2), low=1)
         self.crop = _vec(self.name, "crop", crop, (1, 4))
-        self.numGroups = int(_scalar(self.name, "numGroups", numGroups))
+        self.numGroups = groups
+
+    def extents(self):
+        return {"upsample": max(self.upsample), "crop": max(self.crop)}
 
     def run(self, x, test=False, aux=None):
         return ops.conv_transpose2d(x, self.weight, self.bias, stride=self.upsample,
@@ -216,13 +279,22 @@ class Pool(Layer):
 
     def __init__(self, pool, method="max", stride=1, pad=0, **kw):
         super().__init__(**kw)
-        if method not in ("max", "avg"):
+        if not isinstance(method, str) or method not in ("max", "avg"):
             raise ArgumentError(f"simplenn: pool layer {self.name!r}: method must be 'max' or "
-                                f"'avg', got {method!r}")
+                                f"'avg', got {_show(method)}")
         self.method = method
-        self.pool = _vec(self.name, "pool", pool, (1, 2))
-        self.stride = _vec(self.name, "stride", stride, (1, 2))
+        self.pool = _vec(self.name, "pool", pool, (1, 2), low=1)
+        self.stride = _vec(self.name, "stride", stride, (1, 2), low=1)
         self.pad = _vec(self.name, "pad", pad, (1, 4))
+        (ph, pw), (t, b, left, r) = self.pool, self.pad
+        if max(t, b) >= ph or max(left, r) >= pw:
+            raise ArgumentError(f"simplenn: pool layer {self.name!r}: pad [T B L R] = "
+                                f"{list(self.pad)} must be smaller than the window "
+                                f"[PH PW] = {list(self.pool)} (else a window could lie "
+                                "entirely in the padding)")
+
+    def extents(self):
+        return {f: max(getattr(self, f)) for f in ("pool", "stride", "pad")}
 
     def run(self, x, test=False, aux=None):
         if self.method == "avg":
@@ -267,11 +339,15 @@ class LRN(Layer):
 
     def __init__(self, param=(5, 1, 0.0001 / 5, 0.75), **kw):
         super().__init__(**kw)
-        p = np.asarray(param, dtype=np.float64).ravel()
-        if p.size != 4 or p[0] != round(p[0]) or p[0] < 1:
+        p = _numbers(self.name, "param", param)
+        if p.size != 4 or p[0] != round(p[0]) or p[0] < 1 or not p[1] > 0 or p[2] < 0:
             raise ArgumentError(f"simplenn: lrn layer {self.name!r}: param must be "
-                                f"[N KAPPA ALPHA BETA] with an integer N >= 1, got {p.tolist()}")
+                                "[N KAPPA ALPHA BETA] with an integer N >= 1, KAPPA > 0 and "
+                                f"ALPHA >= 0, got {_show(p)}")
         self.param = tuple(float(v) for v in p)
+
+    def extents(self):
+        return {"param(1) (the window N)": int(self.param[0])}
 
     def run(self, x, test=False, aux=None):
         n, kappa, alpha, beta = self.param
@@ -285,7 +361,15 @@ class SpNorm(Layer):
 
     def __init__(self, param, **kw):
         super().__init__(**kw)
-        self.param = tuple(float(v) for v in np.asarray(param, dtype=np.float64).ravel())
+        p = _numbers(self.name, "param", param)
+        if p.size != 4 or np.any(p[:2] != np.round(p[:2])) or np.any(p[:2] < 1) or p[2] < 0:
+            raise ArgumentError(f"simplenn: spnorm layer {self.name!r}: param must be "
+                                "[PH PW ALPHA BETA] with integers PH, PW >= 1 and ALPHA >= 0, "
+                                f"got {_show(p)}")
+        self.param = tuple(float(v) for v in p)
+
+    def extents(self):
+        return {"param(1:2) (the window PH PW)": int(max(self.param[:2]))}
 
     def run(self, x, test=False, aux=None):
         return ops.spnorm(x, list(self.param)), None
@@ -297,7 +381,11 @@ class NOffset(Layer):
 
     def __init__(self, param, **kw):
         super().__init__(**kw)
-        self.param = tuple(float(v) for v in np.asarray(param, dtype=np.float64).ravel())
+        p = _numbers(self.name, "param", param)
+        if p.size != 2:
+            raise ArgumentError(f"simplenn: noffset layer {self.name!r}: param must be [P1 P2], "
+                                f"got {_show(p)}")
+        self.param = tuple(float(v) for v in p)
 
     def run(self, x, test=False, aux=None):
         return ops.noffset(x, list(self.param)), None
@@ -365,6 +453,9 @@ class BNorm(Layer):
         # (K, 2) in MatConvNet's layout: column 0 the means, column 1 the sigmas
         self.register_buffer("moments", Tensor(m.reshape(k, 2, order="F").astype(g.dtype)))
         self.epsilon = _scalar(self.name, "epsilon", epsilon)
+        if self.epsilon < 0:
+            raise ArgumentError(f"simplenn: bnorm layer {self.name!r}: epsilon must be >= 0, "
+                                f"got {self.epsilon}")
 
     def params(self):
         return [self.weight, self.bias]

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import ops
 from ..errors import ArgumentError, ShapeError, describe
-from .matconvnet_layers import Layer, _empty, _scalar, to_nchw
+from .matconvnet_layers import Layer, _empty, _flag, _numbers, _scalar, to_nchw
 
 __all__ = ["SoftmaxLoss", "Loss", "PDist"]
 
@@ -48,6 +50,16 @@ def _labels(layer, c, x, kind):
     return xp.maximum(lab, 0).astype(xp.int64) - 1, weights  # 0 (ignore) -> -1
 
 
+def _target(layer, field, value):
+    """A loss layer's labels or target (``class``, ``instanceWeights``): None where
+    MATLAB holds ``[]``, else a real, finite numeric array (checked at load; the
+    labels' range is checked against the scores at forward)."""
+    if _empty(value):
+        return None
+    _numbers(layer, field, value)
+    return np.asarray(value)
+
+
 class SoftmaxLoss(Layer):
     """``vl_nnsoftmaxloss``: ``sum -log softmax(x)_c`` over images and positions."""
 
@@ -55,7 +67,7 @@ class SoftmaxLoss(Layer):
 
     def __init__(self, class_=None, **kw):
         super().__init__(**kw)
-        self.class_ = class_
+        self.class_ = _target(self.name, "class", class_)
 
     def run(self, x, test=False, aux=None):
         lab, w = _labels(self.name, self.class_, x, self.type)
@@ -79,12 +91,15 @@ class PDist(Layer):
     def __init__(self, class_=None, p=2, noRoot=False, epsilon=1e-3, aggregate=False,  # noqa: N803
                  instanceWeights=None, **kw):  # noqa: N803
         super().__init__(**kw)
-        self.class_ = class_
+        self.class_ = _target(self.name, "class", class_)
         self.p = _scalar(self.name, "p", p)
-        self.noRoot = bool(_scalar(self.name, "noRoot", noRoot))
+        self.noRoot = _flag(self.name, "noRoot", noRoot)
         self.epsilon = _scalar(self.name, "epsilon", epsilon)
-        self.aggregate = bool(_scalar(self.name, "aggregate", aggregate))
-        self.instanceWeights = None if _empty(instanceWeights) else instanceWeights
+        self.aggregate = _flag(self.name, "aggregate", aggregate)
+        self.instanceWeights = _target(self.name, "instanceWeights", instanceWeights)
+        if not self.p > 0 or self.epsilon < 0:
+            raise ArgumentError(f"simplenn: pdist layer {self.name!r}: need p > 0 and "
+                                f"epsilon >= 0, got p={self.p}, epsilon={self.epsilon}")
 
     def run(self, x, test=False, aux=None):
         if _empty(self.class_):

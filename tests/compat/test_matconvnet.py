@@ -127,17 +127,17 @@ def test_v73_hdf5_file(tmp_path, rng):
 
 
 def test_load_errors(tmp_path, rng):
-    with pytest.raises(errors.ArgumentError, match="no simplenn network"):
+    with pytest.raises(errors.SerializationError, match="no simplenn network"):
         save_v5(tmp_path / "x.mat", weights=np.ones((2, 2)))
         load_simplenn(tmp_path / "x.mat")
     bad = cell({"type": "custom", "name": "mine"})
-    with pytest.raises(errors.ArgumentError, match=r"layers\{1\}.*'custom'"):
+    with pytest.raises(errors.SerializationError, match=r"layers\{1\}.*'custom'"):
         net_of(tmp_path, bad)
     bad = cell({"type": "conv", "name": "c", "weights": cell(np.ones((3, 3, 1, 2)), []),
                 "pad": np.array([[1.0, 2.0]])})
-    with pytest.raises(errors.ArgumentError, match=r"'pad' must be 1 or 4"):
+    with pytest.raises(errors.SerializationError, match=r"'pad' must be 1 or 4"):
         net_of(tmp_path, bad)
-    with pytest.raises(errors.ArgumentError, match="missing field 'pool'"):
+    with pytest.raises(errors.SerializationError, match="missing field 'pool'"):
         net_of(tmp_path, cell({"type": "pool", "name": "p"}))
 
 
