@@ -12,8 +12,12 @@ needs no MPI at all.
 >>> sampler = tapegrad.data.DistributedSampler(dataset)     # a shard per rank
 
 An uncaught exception on any rank prints ``rank N: <error>`` and aborts the
-whole job; a collective that waits past the timeout names the ranks that did
-not arrive (see :mod:`tapegrad.distributed.mpi`).
+whole job; a collective that can never finish (a rank it needs has exited:
+:class:`RankExitedError`; ranks wait in different collectives:
+:class:`CollectiveDeadlock`) fails within seconds; one that waits past the
+timeout names the ranks that did not arrive (see :mod:`tapegrad.distributed.mpi`).
+Uneven inputs (ranks with different numbers of batches) need
+``with ddp.join():`` around the training loop.
 """
 
 from .collectives import (
@@ -27,7 +31,14 @@ from .collectives import (
     broadcast_object_list,
 )
 from .failure import abort_job
-from .group import CollectiveTimeout, DistributedError, ProcessGroup, launched_world_size
+from .group import (
+    CollectiveDeadlock,
+    CollectiveTimeout,
+    DistributedError,
+    ProcessGroup,
+    RankExitedError,
+    launched_world_size,
+)
 from .world import (
     default_group,
     destroy_process_group,
@@ -43,6 +54,7 @@ __all__ = [
     "init_process_group", "destroy_process_group", "is_initialized", "is_available",
     "get_rank", "get_world_size", "get_backend", "default_group", "all_reduce", "broadcast",
     "all_gather", "barrier", "all_gather_object", "broadcast_object_list", "ReduceOp", "Work",
-    "ProcessGroup", "DistributedError", "CollectiveTimeout", "launched_world_size",
+    "ProcessGroup", "DistributedError", "CollectiveTimeout", "RankExitedError",
+    "CollectiveDeadlock", "launched_world_size",
     "abort_job",
 ]

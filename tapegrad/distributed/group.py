@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import TapegradError
 
-__all__ = ["DistributedError", "CollectiveTimeout", "ProcessGroup", "LocalGroup",
+__all__ = ["DistributedError", "CollectiveTimeout", "RankExitedError", "CollectiveDeadlock",
+           "ProcessGroup", "LocalGroup",
            "launched_world_size", "DEFAULT_TIMEOUT", "timeout_from_env"]
 
 # seconds a collective may wait for the other ranks before the diagnostic; PyTorch's
@@ -36,6 +37,20 @@ class DistributedError(TapegradError, RuntimeError):
 class CollectiveTimeout(DistributedError, TimeoutError):
     """A collective waited longer than the timeout; the message names the ranks
     that did not arrive."""
+
+
+class RankExitedError(CollectiveTimeout):
+    """A collective can never finish: a rank it needs has left the job (its
+    process ended, or it called ``destroy_process_group()``) without starting
+    it. Raised within a second or so, not at the timeout; the message names the
+    rank and the last collective it ran."""
+
+
+class CollectiveDeadlock(CollectiveTimeout):
+    """A collective can never finish: this rank and others wait in collectives
+    that the others never started (uneven inputs, a rank that left its loop and
+    went on to other collectives). Raised within a few seconds, not at the
+    timeout; the message says where each rank waits."""
 
 
 def launched_world_size() -> int | None:

@@ -25,6 +25,10 @@ How a step runs (PyTorch's design, on tapegrad's engine hooks):
 * As in PyTorch, the *forward* decides: one run inside ``no_sync()`` makes an
   unreduced backward, and rank 0's buffers are broadcast before a forward
   (train or eval mode) that follows a grad-enabled synced one.
+* Uneven inputs (ranks with different numbers of batches) need ``with
+  ddp.join():``: a rank that ran out shadows the others' collectives with
+  zeros (:mod:`tapegrad.distributed.join`). Without it, the rank still
+  training fails within seconds with RankExitedError or CollectiveDeadlock.
 """
 
 from __future__ import annotations
@@ -109,6 +113,8 @@ class DistributedDataParallel(Module):
     >>> loss_fn(model(x), y).backward()          # .grad averaged over all ranks
     >>> with model.no_sync():                    # accumulate locally, reduce later
     ...     loss_fn(model(x1), y1).backward()
+    >>> with model.join():                       # ranks with different batch counts
+    ...     for x, y in loader: ...
 
     Save ``model.module.state_dict()`` (the plain module's keys, loadable by one
     process). ``device_ids``, ``output_device``, ``dim``, ``check_reduction``,
@@ -150,6 +156,7 @@ class DistributedDataParallel(Module):
                 seen.add(id(p))
                 named.append((name, p))
         self._params = [p for _, p in named if p.requires_grad]
+        self._all_params = [p for _, p in named]
         self._buffers_list = [b for _, b in module.named_buffers() if b is not None]
         # DDP's own communicator: its non-blocking reductions never match another
         # part's collectives (SyncBatchNorm's) that run meanwhile
@@ -162,6 +169,10 @@ class DistributedDataParallel(Module):
             self._broadcast([p for _, p in named] + self._buffers_list,
                             "parameters and buffers")
         self._buckets = _assign_buckets(self._params, bucket_cap_mb * 1024 * 1024)
+        self._join = None  # the join() context this model is in (uneven inputs)
+        self._divisor = group.size  # the gradients' divisor: the world size, or in
+        # join(divide_by_initial_world_size=False) the ranks still training
+        self._owed = False  # in join(): a forward promised a reducing backward not yet run
         self._where = {id(p): (b, j) for b in self._buckets for j, p in enumerate(b.params)}
         self._active = False
         self._next = 0  # the next bucket to start (buckets start in index order)
@@ -216,15 +227,15 @@ class DistributedDataParallel(Module):
                 "must build the same model (same architecture, dtype and options) before "
                 "wrapping it.")
 
-    def _broadcast(self, tensors, what):
-        """Rank 0's values of ``tensors`` on every rank, one broadcast per dtype."""
+    def _broadcast(self, tensors, what, src=0):
+        """Rank ``src``'s values of ``tensors`` on every rank, one broadcast per dtype."""
         by_kind: dict = {}
         for t in tensors:
             by_kind.setdefault((t.dtype, t.device), []).append(t)
         for ts in by_kind.values():
             xp = ts[0].device.xp
             flat = xp.concatenate([t.data.reshape(-1) for t in ts])
-            self._comm.broadcast(flat, 0, f"DistributedDataParallel's broadcast of {what}")
+            self._comm.broadcast(flat, src, f"DistributedDataParallel's broadcast of {what}")
             o = 0
             for t in ts:
                 n = t.data.size
@@ -236,8 +247,9 @@ class DistributedDataParallel(Module):
     def forward(self, *inputs, **kwargs):
         if self._active:  # the last backward died before its end: start afresh
             self._reset()
-        if self.broadcast_buffers and self.world_size > 1 and self._sync_buffers_next \
-                and self._buffers_list:
+        if self._join is not None:  # agree with the ranks that ran out of batches first
+            self._join.step()
+        elif self._wants_buffer_sync():
             self._broadcast(self._buffers_list, "buffers")
         out = self.module(*inputs, **kwargs)
         self._sync_buffers_next = is_grad_enabled() and self.require_backward_grad_sync
@@ -250,6 +262,48 @@ class DistributedDataParallel(Module):
                 self._unused = unreached if self._unused_fresh else self._unused & unreached
                 self._unused_fresh = False
         return out
+
+    def _wants_buffer_sync(self):
+        return bool(self.broadcast_buffers and self.world_size > 1 and self._sync_buffers_next
+                    and self._buffers_list)
+
+    def join(self, divide_by_initial_world_size: bool = True, enable: bool = True,
+             throw_on_early_termination: bool = False):
+        """Training with uneven inputs (PyTorch's ``ddp.join()``): a rank that runs out
+        of batches takes part, with zero gradients, in the gradient all-reduces of the
+        ranks still training, until every rank is done; the mean stays over the
+        initial world size (``divide_by_initial_world_size=True``; False: over the
+        ranks still training). At the end the last ranks to finish (the highest
+        numbered of them) broadcast their parameters and buffers, so all replicas
+        leave equal. ``throw_on_early_termination=True``: when the first rank runs
+        out, every rank raises DistributedError instead. Each forward inside costs
+        one small all-reduce more; see :mod:`tapegrad.distributed.join`.
+
+        >>> with ddp.join():
+        ...     for x, y in loader:               # 5 batches on rank 0, 4 on rank 1
+        ...         opt.zero_grad(); loss_fn(ddp(x), y).backward(); opt.step()
+        """
+        from ..distributed.join import Join
+
+        return Join(self, divide_by_initial_world_size, enable, throw_on_early_termination)
+
+    def _shadow_backward(self):
+        """Zeros into every bucket's all-reduce, in bucket order: a joined rank's part in
+        a backward it does not run (and a training rank's, in join(), for a forward
+        whose backward never came: the others shadow it all the same)."""
+        for b in self._buckets:
+            b.flat[...] = 0
+            b.request = self._comm.iallreduce(
+                b.flat, "sum", f"DistributedDataParallel gradient bucket {b.index} ({b.numel} "
+                f"{b.dtype}, zeros: join())")
+        for b in self._buckets:
+            b.request.wait()
+        self._reset()
+
+    def _pay_owed_backward(self):
+        if self._owed:
+            self._owed = False
+            self._shadow_backward()
 
     def _unreached(self, out):
         from ..engine import entries
@@ -341,7 +395,7 @@ class DistributedDataParallel(Module):
             # a .grad this backward did not touch still counts (PyTorch packs any defined
             # .grad): earlier synced backwards of the same step left it equal on all ranks
             if p.grad is not None:
-                xp.divide(p.grad.data.reshape(-1), self.world_size, out=flat[o:o + size])
+                xp.divide(p.grad.data.reshape(-1), self._divisor, out=flat[o:o + size])
             else:
                 flat[o:o + size] = 0
             flat[n + j] = 1 if used else 0
@@ -379,6 +433,7 @@ class DistributedDataParallel(Module):
         stats["pack_s"] += time.perf_counter() - t0
         self._used_unsynced.clear()
         self._unused_fresh = True
+        self._owed = False
         self._reset()
 
     def _reset(self):

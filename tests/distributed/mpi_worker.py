@@ -110,14 +110,30 @@ def mismatch():
     nn.parallel.DistributedDataParallel(model)
 
 
-def timeout():
-    dist.init_process_group("mpi", timeout=2)
+def deadlock():
+    dist.init_process_group("mpi", timeout=60)
     other = dist.default_group().split()
-    other.timeout = 30  # rank 0's all_reduce times out first: its census is the report
     if dist.get_rank() == 0:
         dist.all_reduce(tg.ones(2))  # rank 1 waits in a barrier of another group instead
     else:
         dist.barrier(other)
+
+
+def timeout():
+    """3 ranks, no deadlock: rank 2 computes (it might still come), so rank 0's
+    all_reduce waits to its timeout and names where the others are."""
+    dist.init_process_group("mpi", timeout=2)
+    other = dist.default_group().split()
+    other.timeout = 30  # rank 0's all_reduce times out first: its census is the report
+    r = dist.get_rank()
+    if r == 0:
+        work = dist.all_reduce(tg.ones(2), group=other, async_op=True)  # started, not waited
+        dist.all_reduce(tg.ones(2))
+        work.wait()
+    elif r == 1:
+        dist.all_reduce(tg.ones(2), group=other)  # waits for rank 2 only
+    else:
+        time.sleep(8)  # computing: answers no census
 
 
 def silent():
@@ -430,9 +446,114 @@ def sync_bn_vs_torch(out):
         np.savez(out, **{k: max(e[k] for e in every) for k in worst})
 
 
+def join_model():
+    """The uneven-inputs model: plain BatchNorm, so buffers are broadcast too."""
+    tg.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 8), nn.BatchNorm1d(8), nn.Tanh(),
+                         nn.Linear(8, 2)).to(dtype=tg.float64)
+
+
+JOIN_COUNTS = (5, 4)  # batches on rank 0, rank 1
+
+
+def join_batches(rank, counts=JOIN_COUNTS):
+    rng = np.random.default_rng(100 + rank)
+    return [(rng.standard_normal((4, 3)) * 2, rng.integers(0, 2, 4))
+            for _ in range(counts[rank])]
+
+
+def join_reference(divide_by_initial_world_size=True, counts=JOIN_COUNTS):
+    """One process, one replica per rank, the arithmetic join() must do: each step the
+    ranks still training take the buffers of the highest-numbered of them, and step
+    with the sum of their gradients over the initial world size (or over their own
+    count); at the end every replica is the last finisher's."""
+    import copy
+
+    base = join_model()
+    reps = [copy.deepcopy(base) for _ in counts]
+    opts = [optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in reps]
+    batches = [join_batches(r, counts) for r in range(len(counts))]
+    ce = nn.CrossEntropyLoss()
+    for k in range(max(counts)):
+        active = [r for r in range(len(counts)) if k < counts[r]]
+        src = dict(reps[active[-1]].named_buffers())
+        grads = []
+        for r in active:
+            for name, b in reps[r].named_buffers():
+                b.data[...] = src[name].data
+            opts[r].zero_grad()
+            x, y = batches[r][k]
+            ce(reps[r](tg.tensor(x)), tg.tensor(y)).backward()
+            grads.append([p.grad.numpy().copy() for p in reps[r].parameters()])
+        div = len(counts) if divide_by_initial_world_size else len(active)
+        mean = [sum(g[i] for g in grads) / div for i in range(len(grads[0]))]
+        for r in active:
+            for p, g in zip(reps[r].parameters(), mean):
+                p.grad.data[...] = g
+            opts[r].step()
+    last = [r for r in range(len(counts)) if counts[r] == max(counts)][-1]
+    return state(reps[last])
+
+
+def uneven(how, out="-", divide="1"):
+    """5 batches on rank 0, 4 on rank 1: under join(), without it (the script then
+    ends, or gathers the results), or with throw_on_early_termination."""
+    dist.init_process_group("mpi", timeout=120)  # every failure must come far sooner
+    r = dist.get_rank()
+    ddp = nn.parallel.DistributedDataParallel(join_model(), bucket_cap_mb=1e-4)
+    opt = optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    ce = nn.CrossEntropyLoss()
+
+    def loop():
+        for x, y in join_batches(r):
+            opt.zero_grad()
+            ce(ddp(tg.tensor(x)), tg.tensor(y)).backward()
+            opt.step()
+
+    res = {"error": ""}
+    if how == "join":
+        with ddp.join(divide_by_initial_world_size=divide == "1"):
+            loop()
+    elif how == "throw":
+        try:
+            with ddp.join(throw_on_early_termination=True):
+                loop()
+        except dist.DistributedError as exc:
+            res["error"] = str(exc)
+    else:
+        loop()
+        if how == "noj_end":
+            print(f"rank {r} done", flush=True)
+            return  # rank 1's process ends while rank 0 waits in its 5th step
+    res.update(state(ddp.module))
+    every = dist.default_group().allgather_object(res)
+    if r == 0:
+        np.savez(out, same_on_all_ranks=all(
+            np.array_equal(e[k], every[0][k]) for e in every for k in res if k != "error"),
+            **{f"rank{q}|error": np.array(e["error"]) for q, e in enumerate(every)}, **res)
+
+
+def leave_early(how):
+    """Rank 1 leaves its loop after 2 of 5 steps and ends (sys.exit, or os._exit
+    without finalising MPI); rank 0 goes on."""
+    import os
+
+    dist.init_process_group("mpi", timeout=120)
+    r = dist.get_rank()
+    ddp = nn.parallel.DistributedDataParallel(nn.Linear(3, 2))
+    for step in range(5):
+        if r == 1 and step == 2:
+            if how == "os_exit":
+                os._exit(0)
+            sys.exit(0)
+        ddp(tg.ones(2, 3)).sum().backward()
+    print("rank 0 should not get here", flush=True)
+
+
 if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     {"equiv": equiv, "raise": raise_on_rank1, "mismatch": mismatch, "timeout": timeout,
+     "deadlock": deadlock,
      "silent": silent, "unused": unused, "collectives": collectives, "semantics": semantics,
      "checkpointed_sync_bn": checkpointed_sync_bn, "sync_bn_vs_torch": sync_bn_vs_torch,
-     }[mode](*rest)
+     "uneven": uneven, "leave_early": leave_early}[mode](*rest)

@@ -119,12 +119,24 @@ def test_exception_on_one_rank_ends_the_job():
 
 
 def test_timeout_names_where_the_missing_rank_waits():
-    proc, seconds = worker(2, "timeout", timeout=60)
+    proc, seconds = worker(3, "timeout", timeout=60)
     assert proc.returncode != 0 and seconds < 30
     assert "CollectiveTimeout" in proc.stderr
     assert "all_reduce(sum) of (2,) float32 #1 on group 'world' timed out on rank 0" \
         in proc.stderr
-    assert "rank 1 is waiting in barrier #1 on group 'world.1'" in proc.stderr
+    assert "rank(s) 1, 2 did not arrive; rank 1 is waiting in all_reduce(sum) of (2,) " \
+           "float32 #1 on group 'world.1'; rank(s) 2 gave no answer" in proc.stderr
+
+
+def test_ranks_in_different_collectives_fail_in_seconds():
+    # rank 0 in an all_reduce, rank 1 in a barrier of another group: neither can go on;
+    # found by the census after ~1 s, not at the 60 s timeout
+    proc, seconds = worker(2, "deadlock", timeout=60)
+    assert proc.returncode != 0 and seconds < 20, seconds
+    assert "CollectiveDeadlock" in proc.stderr
+    assert "rank 0 waits in all_reduce(sum) of (2,) float32 #1 on group 'world', which " \
+           "rank 1 never started (started none there); rank 1 waits in barrier #1 on group " \
+           "'world.1', which rank 0 never started" in proc.stderr
 
 
 def test_timeout_names_a_silent_rank():
