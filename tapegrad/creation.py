@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .device import cpu, get_device
+from .dtypes import as_dtype
 from .errors import ArgumentError, ArgumentTypeError, DTypeError
 from .random import get_generator
 from .tensor import Tensor, _wrap, get_default_dtype
@@ -23,7 +24,7 @@ def _shape(shape):
 
 def _make(fill, shape, dtype, device, requires_grad):
     dev = get_device(device)
-    dt = np.dtype(dtype) if dtype is not None else get_default_dtype()
+    dt = as_dtype(dtype) if dtype is not None else get_default_dtype()
     with dev.use():
         data = fill(dev.xp, _shape(shape), dt)
     t = _wrap(data, dev, None, 0, False)

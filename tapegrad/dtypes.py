@@ -11,6 +11,14 @@ default float dtype, and two dimensioned float tensors promote as NumPy does
 (float32 with float64 gives float64). Ops that contract dimensions (matmul,
 linear, conv) do not promote: they raise a :class:`DTypeError` naming both
 dtypes, as PyTorch does (:func:`check_same_float`).
+
+Integer and bool inputs (:func:`int_dtype`): each op declares what it computes
+them in (``Function.int_inputs``, one of :data:`INT_RULES`): a floating op
+(``exp``, ``tanh``, ``logsumexp``, true division) computes in and returns the
+default float dtype, as PyTorch does, never NumPy's float16/float64; ``sum``,
+``prod`` and ``cumsum`` accumulate in int64; where PyTorch refuses integer input
+(``softmax``, ``mean``, ``var``, ``norm``) a :class:`DTypeError` says so.
+Dtype names are parsed by :func:`as_dtype` (``"bfloat16"`` gets a named error).
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ import numpy as np
 
 from .errors import DTypeError, describe
 
-__all__ = ["check_differentiable", "result_type", "check_same_float"]
+__all__ = ["check_differentiable", "result_type", "check_same_float", "as_dtype", "int_dtype",
+           "int_input", "INT_RULES"]
 
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
@@ -113,3 +122,71 @@ def check_same_float(op: str, *arrays) -> None:
             "Cast one of them first (e.g. x.float() or x.astype(w.dtype)); tapegrad does not "
             "promote inside matmul/linear/conv, as PyTorch does not."
         )
+
+
+def as_dtype(dtype, who: str = "dtype") -> np.dtype:
+    """``np.dtype(dtype)``, with a named :class:`DTypeError` for what NumPy cannot
+    hold (``"bfloat16"``, ``torch.bfloat16``) instead of NumPy's TypeError."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    # ml_dtypes (which onnx and jax import) registers a NumPy bfloat16 that no op
+    # here supports, so the name is refused whether or not NumPy knows it
+    if dt is None or dt.name == "bfloat16":
+        if "bfloat16" in str(dtype) or (dt is not None and dt.name == "bfloat16"):
+            raise DTypeError(
+                f"{who}: bfloat16 is not supported: tapegrad's arrays are NumPy/CuPy ones, "
+                "which have no bfloat16. Use float16 (half precision, ops accumulate in "
+                "float32) or float32 (the default)")
+        raise DTypeError(f"{who}: {dtype!r} is not a dtype tapegrad understands; use e.g. "
+                         "'float32', 'float64', 'int64' or 'bool'")
+    return dt
+
+
+# ------------------------------------------------- integer and bool inputs
+# What an op given integer or bool input computes in: PyTorch's rule, stated here
+# once. Every op declares one rule (``Function.int_inputs``, default KEEP); the ops
+# that promote several operands (Div) apply it in tape._promote, the others in their
+# public function through int_input().
+KEEP = "keep"  # the input's own dtype: shape ops, max/min, add, matmul
+KEEP_NOT_BOOL = "keep, not bool"  # ... but bool refused: x - y, abs, relu, x ** y
+FLOAT = "float"  # the default float dtype: exp, log, sin, tanh, sigmoid, logsumexp, x / y
+FLOAT_NOT_BOOL = "float, not bool"  # ... but bool refused (softsign, tanhshrink: abs/sub)
+INT64 = "int64"  # sum, prod, cumsum: integers accumulate in (and return) int64
+REFUSE = "refuse"  # PyTorch raises: softmax, mean, var, norm, leaky_relu
+INT_RULES = (KEEP, KEEP_NOT_BOOL, FLOAT, FLOAT_NOT_BOOL, INT64, REFUSE)
+_INT64 = np.dtype(np.int64)
+
+
+def int_dtype(fn, dt: np.dtype, detail: str = "") -> np.dtype:
+    """The dtype op ``fn`` (a Function class) computes in for the integer or bool
+    dtype ``dt``, by ``fn.int_inputs``; a DTypeError where PyTorch refuses.
+    ``detail`` (e.g. ``"(3,) uint8"``) says which input."""
+    rule = fn.int_inputs
+    if rule == KEEP or (rule == KEEP_NOT_BOOL and dt.kind != "b"):
+        return dt
+    if rule == INT64:
+        return _INT64
+    if rule == FLOAT or (rule == FLOAT_NOT_BOOL and dt.kind != "b"):
+        from .tensor import get_default_dtype
+
+        return get_default_dtype()
+    kind = "bool" if dt.kind == "b" else "integer"
+    raise DTypeError(
+        f"{fn.__name__}: {kind} input ({detail or dt}) is not supported, as in PyTorch (which "
+        "raises for it too); cast it to a floating dtype first, e.g. x.float() or "
+        "x.astype('float32')")
+
+
+def int_input(fn, x):
+    """``x`` (Tensor or array) as op ``fn`` takes it: itself when floating (or not an
+    array), else cast by :func:`int_dtype` (a recorded cast for a Tensor).
+
+    >>> int_input(Exp, tapegrad.tensor([1, 2])).dtype   # float32, as torch.exp
+    """
+    dt = getattr(x, "dtype", None)
+    if dt is None or dt.kind not in "biu":
+        return x
+    target = int_dtype(fn, dt, describe(x))
+    return x if target == dt else x.astype(target)

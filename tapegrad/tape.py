@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .device import cpu
-from .dtypes import check_differentiable, result_type
+from .dtypes import KEEP, check_differentiable, int_dtype, result_type
 from .errors import DeviceError, GraphError
 from .grad_mode import _local, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 
@@ -158,7 +158,10 @@ class Function:
     # positions of the operands an elementwise op promotes to one dtype (PyTorch's
     # rule, tapegrad.dtypes.result_type) before forward sees them
     promotes: tuple = ()
-    float_result = False  # integer operands give the default float dtype (true division)
+    # what an integer or bool input computes in (tapegrad.dtypes.INT_RULES): KEEP its
+    # dtype, FLOAT (the default float dtype, PyTorch's rule for floating ops), INT64,
+    # REFUSE; applied by _promote for the ops above, by the public function for the rest
+    int_inputs = KEEP
 
     @staticmethod
     def forward(ctx, *arrays, **params):
@@ -261,8 +264,8 @@ def _promote(cls, args):
     if dt.kind == "c" and _local.enabled and any(
             isinstance(a, Tensor) and a.requires_grad for a in args):
         check_differentiable(cls.__name__, dt, f"a {dt} result")
-    if cls.float_result and dt.kind in "biu":
-        dt = _default_dtype()
+    if dt.kind in "biu" and cls.int_inputs != KEEP:
+        dt = int_dtype(cls, dt, f"operands promoted to {dt}")
     out = list(args)
     for i, v in zip(idx, vals):
         if v is None or getattr(v, "dtype", None) == dt:

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import tape
 from .device import Device, cpu, device_of_array, get_device, to_host
-from .dtypes import check_differentiable
+from .dtypes import as_dtype, check_differentiable
 from .errors import ArgumentError, ArgumentTypeError, DeviceError, DTypeError, GraphError, describe
 from .tape import is_grad_enabled, no_grad
 from .tensor_methods import TensorMethods, ValuesIndices  # noqa: F401  (re-exported)
@@ -55,7 +55,7 @@ def _to_array(data, dtype, device: Device):
         if dtype is None:
             dtype = data.dtype
     if dtype is not None:
-        dtype = np.dtype(dtype)
+        dtype = as_dtype(dtype, "tensor")
     elif not hasattr(data, "dtype"):  # Python scalars and lists
         probe = np.asarray(data)
         if probe.dtype.kind == "f":
@@ -223,7 +223,7 @@ class Tensor(TensorMethods):
                 dtype = a
         dev = get_device(device) if device is not None else self.device
         out = self
-        if dtype is not None and np.dtype(dtype) != self.dtype:
+        if dtype is not None and as_dtype(dtype, "to") != self.dtype:
             out = out.astype(dtype)
         if dev is not out.device:
             from .ops.elementwise import ToDevice
@@ -456,7 +456,7 @@ class Tensor(TensorMethods):
         return _ops.matmul(other, self)
 
     def __neg__(self):
-        return _ops.Neg.apply(self)
+        return _ops.neg(self)
 
     def __pos__(self):
         return self

@@ -147,8 +147,13 @@ class TensorMethods:
 
     @_named
     def std(self, axis=None, unbiased=None, keepdims=False, *, correction=None, ddof=None):
-        """PyTorch's ``x.std(dim, unbiased, keepdim)``: the square root of :meth:`var`."""
-        return self.var(axis, unbiased, keepdims, correction=correction, ddof=ddof).sqrt()
+        """PyTorch's ``x.std(dim, unbiased, keepdim)``: the square root of :meth:`var`
+        (:func:`tapegrad.ops.std`: its gradient is 0 where the std is 0, as PyTorch's)."""
+        if isinstance(axis, bool):  # torch's std(unbiased) overload
+            if unbiased is not None:
+                raise ArgumentError(f"std: unbiased given twice ({axis!r} and {unbiased!r})")
+            axis, unbiased = None, axis
+        return _ops.std(self, axis, keepdims, _correction("std", ddof, correction, unbiased))
 
     @_named
     def max(self, axis=None, keepdims=False):

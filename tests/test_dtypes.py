@@ -135,3 +135,32 @@ def test_complex_without_grad_still_computes():
 def test_object_and_string_dtypes_are_refused_at_construction(data):
     with pytest.raises(DTypeError, match="not supported"):
         tg.tensor(data)
+
+
+def _functions(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _functions(sub)
+
+
+def test_every_op_declares_a_known_int_rule():
+    from tapegrad.dtypes import INT_RULES
+    from tapegrad.tape import Function
+
+    bad = sorted({f"{f.__name__}: {f.int_inputs!r}" for f in _functions(Function)
+                  if f.int_inputs not in INT_RULES})
+    assert not bad, f"int_inputs outside tapegrad.dtypes.INT_RULES: {bad}"
+    assert not hasattr(Function, "float_result")  # one declaration, not two
+
+
+def test_int_dtype_rules():
+    from tapegrad.dtypes import FLOAT, FLOAT_NOT_BOOL, INT64, KEEP, KEEP_NOT_BOOL, REFUSE, int_dtype
+
+    i8, b = np.dtype(np.int8), np.dtype(bool)
+    rule = lambda r: type("Op", (), {"int_inputs": r})  # noqa: E731
+    assert int_dtype(rule(KEEP), b) == b and int_dtype(rule(KEEP_NOT_BOOL), i8) == i8
+    assert int_dtype(rule(FLOAT), b) == F32 and int_dtype(rule(FLOAT_NOT_BOOL), i8) == F32
+    assert int_dtype(rule(INT64), np.dtype(np.uint8)) == np.int64
+    for r, dt in ((REFUSE, i8), (KEEP_NOT_BOOL, b), (FLOAT_NOT_BOOL, b)):
+        with pytest.raises(DTypeError, match="Op: .* input .* cast it to a floating dtype"):
+            int_dtype(rule(r), dt, "(2,) " + str(dt))

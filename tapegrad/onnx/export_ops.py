@@ -302,7 +302,8 @@ for _cls, _op, _since in ((reduction.Sum, "ReduceSum", 13), (reduction.Mean, "Re
 
 
 @mapping(reduction.Var)
-def _var(g, c):
+def _var(g, c, out=None):
+    out = out or c.out
     x = c.info("x")
     axes = normalize_axes("var", x.shape, c.a["axis"])
     keep = int(bool(c.a["keepdims"]))
@@ -315,9 +316,13 @@ def _var(g, c):
         sizes = g.node("Gather", [g.node("Shape", [xv]), g.ints(axes)], axis=0)
         n = g.node("Cast", [g.node("ReduceProd", [sizes], keepdims=0)],
                    to=g.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(x.dtype)))
-        g.node("Div", [ss, g.node("Sub", [n, g.scalar(c.a["ddof"], xv)])], [c.out])
-        return
-    g.node("Div", [ss, g.scalar(count - c.a["ddof"], xv)], [c.out])
+        return g.node("Div", [ss, g.node("Sub", [n, g.scalar(c.a["ddof"], xv)])], [out])
+    return g.node("Div", [ss, g.scalar(count - c.a["ddof"], xv)], [out])
+
+
+@mapping(reduction.Std)
+def _std(g, c):
+    g.node("Sqrt", [_var(g, c, g.fresh("var"))], [c.out])
 
 
 @mapping(reduction.CumSum)

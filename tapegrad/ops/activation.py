@@ -9,11 +9,11 @@ import numpy as np
 
 from ..args import check_float, normalize_axis, raw, torch_names
 from ..device import kernels, pool
+from ..dtypes import FLOAT, FLOAT_NOT_BOOL, KEEP_NOT_BOOL, REFUSE, int_input
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
-from ..tensor import get_default_dtype
 from .reduction import downcast, upcast
-from .smooth import _real, _sigmoid
+from .smooth import _elu_slope, _real, _sigmoid
 
 __all__ = ["relu", "leaky_relu", "sigmoid", "tanh", "relu6", "hardtanh", "hardsigmoid",
            "hardswish", "selu", "mish", "logsigmoid", "softsign", "tanhshrink", "glu"]
@@ -51,6 +51,7 @@ _tanh_grad = kernels.elementwise(
 
 class ReLU(Function):
     differentiable_twice = True
+    int_inputs = KEEP_NOT_BOOL  # as torch.relu
 
     @staticmethod
     def forward(ctx, x):
@@ -91,6 +92,7 @@ def _host_relu(x):
 
 class LeakyReLU(Function):
     differentiable_twice = True
+    int_inputs = REFUSE  # as torch's leaky_relu
 
     @staticmethod
     def forward(ctx, x, slope):
@@ -112,12 +114,11 @@ class LeakyReLU(Function):
 
 class Sigmoid(Function):
     differentiable_twice = True
+    int_inputs = FLOAT
 
     @staticmethod
     def forward(ctx, x):
         xp = ctx.xp
-        if x.dtype.kind in "biu":  # as PyTorch: an integer tensor's sigmoid is a float one
-            x = x.astype(get_default_dtype())
         # stable for large |x|: exp of a non-positive number only
         e = xp.exp(-xp.abs(x))
         out = xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
@@ -140,6 +141,7 @@ class Sigmoid(Function):
 
 class Tanh(Function):
     differentiable_twice = True
+    int_inputs = FLOAT
 
     @staticmethod
     def forward(ctx, x):
@@ -162,7 +164,7 @@ class Tanh(Function):
 
 def relu(x):
     """``max(x, 0)``; backward uses only the output. >>> ops.relu(x)"""
-    return ReLU.apply(x)
+    return ReLU.apply(int_input(ReLU, x))
 
 
 def leaky_relu(x, negative_slope=0.01):
@@ -174,7 +176,7 @@ def leaky_relu(x, negative_slope=0.01):
     """
     if negative_slope < 0:
         raise ArgumentError(f"leaky_relu: negative_slope must be >= 0, got {negative_slope}")
-    return LeakyReLU.apply(x, float(negative_slope))
+    return LeakyReLU.apply(int_input(LeakyReLU, x), float(negative_slope))
 
 
 def sigmoid(x):
@@ -182,7 +184,7 @@ def sigmoid(x):
 
     >>> ops.sigmoid(x)
     """
-    return Sigmoid.apply(x)
+    return Sigmoid.apply(int_input(Sigmoid, x))
 
 
 def tanh(x):
@@ -190,7 +192,7 @@ def tanh(x):
 
     >>> ops.tanh(x)
     """
-    return Tanh.apply(x)
+    return Tanh.apply(int_input(Tanh, x))
 
 
 # ------------------------- hard activations, SELU, Mish, LogSigmoid, Softsign, ...
@@ -312,25 +314,24 @@ class SELU(Function):
         xa = upcast(x)
         # PyTorch's x <= 0 ? expm1(x) * alpha * scale : x * scale; one term is 0
         out = xp.maximum(xa, 0) * SELU_SCALE + xp.expm1(xp.minimum(xa, 0)) * _SELU_NEG
-        out = downcast(out, x.dtype)
-        ctx.save_for_backward(out)  # y < 0 exactly where x < 0, and there y + alpha scale
-        return out  # is alpha scale exp(x)
+        # the input, not y: alpha scale exp(x) = y + alpha scale cancels to 0 below
+        # x = -17 (float32), where exp(x) is still far above the smallest float
+        ctx.save_for_backward(x)
+        return downcast(out, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        (out,) = ctx.saved_tensors
-        out = upcast(out)
+        (x,) = ctx.saved_tensors
         # PyTorch's x <= 0 ? g alpha scale exp(x) : g scale (a NaN gets g scale); its
         # second derivative masks x < 0, so at 0 the slope alpha scale is a constant
-        at0 = (out == 0).astype(out.dtype) * (_SELU_NEG - SELU_SCALE) + SELU_SCALE
-        return g * ctx.xp.where(out < 0, out + _SELU_NEG, at0)
+        return g * _elu_slope(ctx.xp, upcast(x), _SELU_NEG, SELU_SCALE)
 
 
 @torch_names
 def selu(x):
     """SELU, ``scale * elu(x, alpha)`` with PyTorch's constants
-    (``ops.activation.SELU_ALPHA``, ``SELU_SCALE``); backward works from the output.
-    float16 is computed in float32.
+    (``ops.activation.SELU_ALPHA``, ``SELU_SCALE``); the gradient ``alpha scale exp(x)``
+    is accurate down the tail. float16 is computed in float32.
 
     >>> ops.selu(x)   # torch.nn.functional.selu(x)
     """
@@ -400,6 +401,7 @@ def logsigmoid(x):
 
 class Softsign(Function):
     differentiable_twice = True
+    int_inputs = FLOAT_NOT_BOOL  # torch: integers give float32, bool raises (abs)
 
     @staticmethod
     def forward(ctx, x):
@@ -421,12 +423,14 @@ def softsign(x):
 
     >>> ops.softsign(tapegrad.tensor([-1.0, 3.0]))   # [-0.5, 0.75]
     """
+    x = int_input(Softsign, x)
     check_float("softsign", x)
     return Softsign.apply(x)
 
 
 class Tanhshrink(Function):
     differentiable_twice = True
+    int_inputs = FLOAT_NOT_BOOL  # torch: integers give float32, bool raises (sub)
 
     @staticmethod
     def forward(ctx, x):
@@ -447,6 +451,7 @@ def tanhshrink(x):
 
     >>> ops.tanhshrink(x)
     """
+    x = int_input(Tanhshrink, x)
     check_float("tanhshrink", x)
     return Tanhshrink.apply(x)
 

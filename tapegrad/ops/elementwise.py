@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import cpu as _cpu
+from ..dtypes import FLOAT, KEEP_NOT_BOOL, as_dtype, int_input
 from ..errors import ArgumentError, DTypeError, describe
 from ..tape import Function
-from ..tensor import Tensor, _wrap, get_default_dtype
+from ..tensor import Tensor, _wrap
 from .smooth import Erf
 
 __all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "log1p", "sqrt", "abs", "sign",
@@ -41,6 +42,7 @@ def add(x, y):
 class Sub(Function):
     differentiable_twice = True
     promotes = (0, 1)
+    int_inputs = KEEP_NOT_BOOL  # torch refuses bool - bool
 
     @staticmethod
     def forward(ctx, x, y):
@@ -92,7 +94,7 @@ def mul(x, y):
 class Div(Function):
     differentiable_twice = True
     promotes = (0, 1)
-    float_result = True  # true division, as torch.div: int / int gives the default float
+    int_inputs = FLOAT  # true division, as torch.div: int / int gives the default float
 
     @staticmethod
     def forward(ctx, x, y):
@@ -118,6 +120,7 @@ def div(x, y):
 
 class Neg(Function):
     differentiable_twice = True
+    int_inputs = KEEP_NOT_BOOL  # torch refuses -bool
 
     @staticmethod
     def forward(ctx, x):
@@ -133,7 +136,7 @@ def neg(x):
 
     >>> ops.neg(x)
     """
-    return Neg.apply(x)
+    return Neg.apply(int_input(Neg, x))
 
 
 class Pow(Function):
@@ -143,6 +146,7 @@ class Pow(Function):
 
     differentiable_twice = True
     promotes = (0, 1)
+    int_inputs = KEEP_NOT_BOOL  # torch refuses bool ** bool (NumPy: int8)
 
     @staticmethod
     def forward(ctx, x, p):
@@ -182,6 +186,7 @@ def pow(x, p):
 
 class Exp(Function):
     differentiable_twice = True
+    int_inputs = FLOAT
 
     @staticmethod
     def forward(ctx, x):
@@ -200,11 +205,12 @@ def exp(x):
 
     >>> ops.exp(x)
     """
-    return Exp.apply(x)
+    return Exp.apply(int_input(Exp, x))
 
 
 class Log(Function):
     differentiable_twice = True
+    int_inputs = FLOAT
 
     @staticmethod
     def forward(ctx, x):
@@ -222,11 +228,12 @@ def log(x):
 
     >>> ops.log(x)
     """
-    return Log.apply(x)
+    return Log.apply(int_input(Log, x))
 
 
 class Log1p(Function):
     differentiable_twice = True
+    int_inputs = FLOAT
 
     @staticmethod
     def forward(ctx, x):
@@ -244,11 +251,12 @@ def log1p(x):
 
     >>> ops.log1p(x)
     """
-    return Log1p.apply(x)
+    return Log1p.apply(int_input(Log1p, x))
 
 
 class Sqrt(Function):
     differentiable_twice = True
+    int_inputs = FLOAT
 
     @staticmethod
     def forward(ctx, x):
@@ -267,11 +275,12 @@ def sqrt(x):
 
     >>> ops.sqrt(x)
     """
-    return Sqrt.apply(x)
+    return Sqrt.apply(int_input(Sqrt, x))
 
 
 class Abs(Function):
     differentiable_twice = True
+    int_inputs = KEEP_NOT_BOOL
 
     @staticmethod
     def forward(ctx, x):
@@ -289,7 +298,7 @@ def abs(x):
 
     >>> ops.abs(x)
     """
-    return Abs.apply(x)
+    return Abs.apply(int_input(Abs, x))
 
 
 def sign(x):
@@ -436,7 +445,7 @@ def cast(x, dtype, copy=False, order="K"):
 
     >>> ops.cast(x, 'float64')
     """
-    return Cast.apply(x, np.dtype(dtype), copy=copy, order=order)
+    return Cast.apply(x, as_dtype(dtype, "cast"), copy=copy, order=order)
 
 
 class ToDevice(Function):
@@ -454,14 +463,9 @@ class ToDevice(Function):
         return ctx.source.put(g)
 
 
-def _floating(x):
-    """Integer and bool inputs as the default float dtype (torch.sin of an int tensor)."""
-    kind = getattr(getattr(x, "dtype", None), "kind", "f")
-    return cast(x, get_default_dtype()) if kind in "biu" else x
-
-
 class Sin(Function):
     differentiable_twice = True
+    int_inputs = FLOAT
 
     @staticmethod
     def forward(ctx, x):
@@ -479,11 +483,12 @@ def sin(x):
 
     >>> ops.sin(x)
     """
-    return Sin.apply(_floating(x))
+    return Sin.apply(int_input(Sin, x))
 
 
 class Cos(Function):
     differentiable_twice = True
+    int_inputs = FLOAT
 
     @staticmethod
     def forward(ctx, x):
@@ -501,7 +506,7 @@ def cos(x):
 
     >>> ops.cos(x)
     """
-    return Cos.apply(_floating(x))
+    return Cos.apply(int_input(Cos, x))
 
 
 def erf(x):
@@ -510,4 +515,4 @@ def erf(x):
 
     >>> ops.erf(tapegrad.tensor([0.0, 1.0]))   # [0, 0.8427]
     """
-    return Erf.apply(_floating(x))
+    return Erf.apply(int_input(Erf, x))

@@ -8,7 +8,7 @@ import math
 
 from ..args import torch_names
 from ..device import pool
-from ..dtypes import check_same_float
+from ..dtypes import KEEP_NOT_BOOL, REFUSE, check_same_float, int_input
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from .reduction import downcast, normalize_axes, upcast
@@ -19,6 +19,7 @@ __all__ = ["matmul", "linear", "norm"]
 
 class MatMul(Function):
     differentiable_twice = True
+    int_inputs = KEEP_NOT_BOOL  # torch refuses bool @ bool (NumPy: a logical product)
 
     @staticmethod
     def forward(ctx, a, b):
@@ -61,12 +62,13 @@ def matmul(a, b):
 
     >>> ops.matmul(a, b)   # a @ b
     """
-    return MatMul.apply(a, b)
+    return MatMul.apply(int_input(MatMul, a), int_input(MatMul, b))
 
 
 
 class Linear(Function):
     differentiable_twice = True
+    int_inputs = KEEP_NOT_BOOL  # as torch's F.linear
 
     @staticmethod
     def forward(ctx, x, w, b):
@@ -106,6 +108,7 @@ def linear(x, weight, bias=None):
 
     ``weight`` is (out_features, in_features). >>> ops.linear(x, W, b)
     """
+    x, weight, bias = (int_input(Linear, a) for a in (x, weight, bias))
     return Linear.apply(x, weight, bias)
 
 
@@ -116,6 +119,7 @@ class Norm(Function):
     gradient is shared by the tied largest elements."""
 
     differentiable_twice = True
+    int_inputs = REFUSE  # as torch.linalg.vector_norm
 
     @staticmethod
     def forward(ctx, x, p, axes, keepdims):
@@ -153,7 +157,10 @@ class Norm(Function):
         if p == 2:
             scale = x / safe
         else:
-            scale = xp.sign(x) * xp.abs(x) ** (p - 1) / safe ** (p - 1)
+            # p < 1: |0|**(p - 1) is inf; PyTorch gives a zero x_j gradient 0, and the
+            # 1 in its place keeps inf out of the recorded rule (sign(0) is 0)
+            ax = xp.where(x == 0, 1, xp.abs(x)) if p < 1 else xp.abs(x)
+            scale = xp.sign(x) * ax ** (p - 1) / safe ** (p - 1)
         return xp.where(n == 0, 0, g * scale), None, None, None
 
 
@@ -171,4 +178,4 @@ def norm(x, p=2, axis=None, keepdims=False):
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not (p > 0):
         raise ArgumentError(f"norm: p must be a positive number or inf (or 'fro'), got {p!r}")
     axes = normalize_axes("norm", x.shape, axis)
-    return Norm.apply(x, float(p), axes, keepdims)
+    return Norm.apply(int_input(Norm, x), float(p), axes, keepdims)

@@ -490,11 +490,13 @@ class BCEWithLogits(Function):
     def forward(ctx, x, t, weight=None, pos_weight=None, denom=1):
         xp = ctx.xp
         sp = xp.log1p(xp.exp(-xp.abs(x)))  # log(1 + e^-|x|)
-        if pos_weight is None:
-            loss = xp.maximum(x, 0) - x * t + sp
-        else:
-            # (1 - t) x + (1 + (pw - 1) t) softplus(-x)
-            loss = (1 - t) * x + (1 + (pos_weight - 1) * t) * (xp.maximum(-x, 0) + sp)
+        # max(x, 0) - x t = (1 - t) max(x, 0) + t max(-x, 0), with pos_weight (1 - t) x
+        # + (1 + (pw - 1) t) softplus(-x) = (1 - t) max(x, 0) + pw t max(-x, 0) + (1 +
+        # (pw - 1) t) log(1 + e^-|x|): no inf - inf at x = +-inf (PyTorch: inf, or NaN
+        # where the limit is 0 or inf), and a sure prediction that is right costs 0
+        pw_t = t if pos_weight is None else pos_weight * t
+        loss = _times(xp, 1 - t, xp.maximum(x, 0)) + _times(xp, pw_t, xp.maximum(-x, 0))
+        loss = loss + (sp if pos_weight is None else (1 + (pos_weight - 1) * t) * sp)
         if weight is not None:
             loss = loss * weight
         ctx.save_for_backward(x, t, weight, pos_weight)
@@ -526,8 +528,16 @@ class BCEWithLogits(Function):
             if ctx.needs_input_grad[0]:
                 gx = ((1 - t) + (1 + (pw - 1) * t) * (sig - 1)) * r
             if ctx.needs_input_grad[1]:
-                gt = ((pw - 1) * softplus_neg() - x) * r
+                if isinstance(x, Tensor):
+                    gt = ((pw - 1) * softplus_neg() - x) * r
+                else:  # the same, without inf - inf at x = -inf
+                    gt = (pw * xp.maximum(-x, 0) - xp.maximum(x, 0) + (pw - 1) * xp.log1p(e)) * r
         return gx, gt
+
+
+def _times(xp, w, v):
+    """``w * v``, 0 where ``w`` is 0 even if ``v`` is inf (a loss's 0 * log 0 is 0)."""
+    return w * xp.where(w == 0, 0, v)
 
 
 def binary_cross_entropy_with_logits(logits, target, weight=None, pos_weight=None,

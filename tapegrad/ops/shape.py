@@ -6,7 +6,7 @@ import numpy as np
 
 from ..args import normalize_axes, normalize_axis, raw, torch_names
 from ..device.backend import is_basic_index
-from ..errors import ArgumentError, ShapeError, describe
+from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 
 __all__ = ["reshape", "flatten", "transpose", "permute", "swapaxes", "broadcast_to",
@@ -666,6 +666,9 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
         raise ArgumentError(f"topk: k must be an int, got {k!r}")
     t, d, idx = _order("topk", x, axis, largest)
+    if t.dtype.kind == "b":
+        raise DTypeError(f"topk: bool input ({describe(t)}) is not supported, as in PyTorch "
+                         "(whose CPU topk raises for it); cast it first, e.g. x.int()")
     n = 1 if t.ndim == 0 else t.shape[d]
     if not 0 <= k <= n:
         raise ShapeError(f"topk: k={k} is out of range for {n} elements along axis {d} of "

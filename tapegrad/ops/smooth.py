@@ -1,6 +1,6 @@
 """Softmax and log_softmax, and the activations whose derivatives are not functions
 of the output, so they keep the input: GELU (with the array erf behind it), SiLU,
-ELU (which keeps y for alpha >= 0), softplus and PReLU."""
+ELU, softplus and PReLU."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 import numbers
 
 from ..args import check_float, normalize_axis, raw, torch_names
+from ..dtypes import FLOAT, REFUSE, int_input
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
@@ -18,6 +19,7 @@ __all__ = ["softmax", "log_softmax", "gelu", "silu", "elu", "softplus", "prelu"]
 
 class Softmax(Function):
     differentiable_twice = True
+    int_inputs = REFUSE  # as torch.softmax (without dtype=)
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -42,6 +44,7 @@ class Softmax(Function):
 
 class LogSoftmax(Function):
     differentiable_twice = True
+    int_inputs = REFUSE
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -84,7 +87,7 @@ def softmax(x, axis=None):
     Stable for logits of any magnitude (the max is subtracted first).
     >>> ops.softmax(tapegrad.tensor([[1e4, 0.0]]))   # [[1., 0.]]
     """
-    return Softmax.apply(x, axis)
+    return Softmax.apply(int_input(Softmax, x), axis)
 
 
 @torch_names
@@ -94,7 +97,7 @@ def log_softmax(x, axis=None):
 
     >>> ops.log_softmax(logits, axis=1)
     """
-    return LogSoftmax.apply(x, axis)
+    return LogSoftmax.apply(int_input(LogSoftmax, x), axis)
 
 
 # -------------------------------------------------- the error function (for GELU)
@@ -208,6 +211,7 @@ class Erf(Function):
     """The error function: ``ctx.xp.erf`` under create_graph (GELU's vjp), not public."""
 
     differentiable_twice = True
+    int_inputs = FLOAT
 
     @staticmethod
     def forward(ctx, x):
@@ -229,7 +233,7 @@ def _sigmoid(xp, x):
 # ----------------------------------------------- GELU, SiLU, ELU, softplus, PReLU
 # PyTorch's formulas, NaN included (a NaN input gives a NaN output, and the
 # gradient PyTorch's branch gives it). Their derivatives are not functions of the
-# output, so these keep the input -- except ELU with alpha >= 0, which keeps y.
+# output (ELU's is, but y + alpha loses exp(x)'s tail), so these keep the input.
 
 _GELU_BETA = math.sqrt(2 / math.pi)
 _GELU_KAPPA = 0.044715
@@ -301,19 +305,26 @@ class ELU(Function):
         xp = ctx.xp
         out = xp.maximum(x, 0) + alpha * xp.expm1(xp.minimum(x, 0))  # one term is 0
         ctx.alpha = alpha
-        # alpha >= 0: y <= 0 exactly where x <= 0, and there alpha exp(x) = y + alpha
-        ctx.save_for_backward(out if alpha >= 0 else x)
+        # the input, not y: alpha exp(x) = y + alpha cancels to 0 below x = -17 (float32)
+        # or -37 (float64), where exp(x) is still far above the smallest float
+        ctx.save_for_backward(x)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        xp = ctx.xp
-        (v,) = ctx.saved_tensors
-        a = ctx.alpha
-        # PyTorch's x <= 0 ? g * alpha * exp(x) : g -- a NaN passes g
-        if a >= 0:
-            return g * xp.where(v <= 0, v + a, 1), None
-        return g * xp.where(v <= 0, a * xp.exp(xp.minimum(v, 0)), 1), None
+        (x,) = ctx.saved_tensors
+        # PyTorch's x <= 0 ? g alpha exp(x) : g (a NaN passes g); its second derivative
+        # masks x < 0, so at 0 the slope alpha is a constant
+        return g * _elu_slope(ctx.xp, x, ctx.alpha, 1.0), None
+
+
+def _elu_slope(xp, x, neg, pos):
+    """ELU's (and SELU's) derivative: ``neg exp(x)`` for ``x < 0``, ``neg`` at 0 and
+    ``pos`` for ``x > 0`` (and NaN) -- the 0 and NaN values as constants of the rule."""
+    at0 = (x == 0).astype(x.dtype) * (neg - pos) + pos
+    below = x < 0
+    # exp of 0 where not taken: no NaN (at a NaN x) in the recorded second derivative
+    return xp.where(below, neg * xp.exp(xp.where(below, x, 0)), at0)
 
 
 class Softplus(Function):
@@ -412,7 +423,7 @@ def silu(x):
 @torch_names
 def elu(x, alpha=1.0):
     """ELU: ``x`` for ``x > 0``, ``alpha * (exp(x) - 1)`` otherwise (``expm1``, so
-    accurate near 0). For ``alpha >= 0`` backward works from the output.
+    accurate near 0); the gradient ``alpha * exp(x)``, accurate down the tail.
 
     >>> ops.elu(x, alpha=1.0)
     """

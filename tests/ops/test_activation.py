@@ -207,11 +207,18 @@ def test_more_activations_at_nan():
         assert np.isnan(h[0]) == np.isnan(d), name
 
 
-@pytest.mark.parametrize("name", ["relu6", "hardtanh", "selu", "softsign"])
+@pytest.mark.parametrize("name", ["relu6", "hardtanh", "softsign"])
 def test_more_activations_save_only_the_output(name):
     x = tg.tensor(np.random.rand(3, 4).astype(np.float32) * 8 - 4, requires_grad=True)
     y = MORE[name][0](x)
     assert len(y.grad_fn.saved) == 1 and y.grad_fn.saved[0] is y.data
+
+
+def test_selu_saves_only_the_input():
+    # not the output: alpha scale exp(x) = y + alpha scale cancels to 0 in the tail
+    x = tg.tensor(np.random.rand(3, 4).astype(np.float32) * 8 - 4, requires_grad=True)
+    (saved,) = ops.selu(x).grad_fn.saved
+    assert saved is x.data
 
 
 def test_more_activations_are_stable_for_large_inputs():
@@ -260,8 +267,9 @@ def test_more_activation_argument_errors():
         ops.glu(tg.tensor(1.0))
     with pytest.raises(ShapeError, match="glu"):
         ops.glu(x, dim=2)
+    # (softsign and tanhshrink take integers, as in PyTorch: tests/test_int_promotion.py)
     for name in ("relu6", "hardtanh", "hardsigmoid", "hardswish", "selu", "mish", "logsigmoid",
-                 "softsign", "tanhshrink", "glu"):
+                 "glu"):
         with pytest.raises(DTypeError, match=f"{name}: expected floating-point input"):
             getattr(ops, name)(tg.tensor(np.array([1, 2])))
 

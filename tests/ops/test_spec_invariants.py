@@ -13,6 +13,11 @@ FunctionTestCase), checked over the whole table of tapegrad.testing.specs:
 - ``float16``: the float16 forward stays float16 and within float16 rounding
   of the float32 forward of the same values -- or, for specs marked
   ``float16=False``, raises a DTypeError naming the op.
+- ``int inputs``: the spec's float inputs as int8, uint8, int32, int64 and bool
+  follow PyTorch's rule (:data:`INT_RULES`, checked against torch where it is
+  installed): a floating op returns the default float dtype with the values of
+  the float computation, sum/prod/cumsum return int64, the rest keep the dtype,
+  and where PyTorch raises a DTypeError is raised.
 
 The known-failures table lists the (spec, invariant) pairs that fail today,
 as strict xfails: remove an entry as soon as its fix lands (the xfail then
@@ -29,7 +34,7 @@ import pytest
 from tapegrad.errors import DTypeError, ShapeError
 from tapegrad.tape import Function
 from tapegrad.tape import grad as tape_grad
-from tapegrad.tensor import Tensor
+from tapegrad.tensor import Tensor, get_default_dtype
 from tapegrad.testing.specs import OpSpec, all_specs
 
 SPECS = all_specs()
@@ -262,3 +267,259 @@ def test_a_sound_op_passes_every_check():
                   test_zero_size_batch, test_forward_matches_numpy_reference,
                   test_float16_close_to_float32_or_refused):
         check(spec)
+
+
+
+# ------------------------------------------------- integer and bool inputs
+
+INT_DTYPES = ("int8", "uint8", "int32", "int64", "bool")
+K, KB, F, FB, I64, R = "keep", "keep, not bool", "float", "float, not bool", "int64", "refuse"
+
+# What each op does with integer and bool input in PyTorch 2.13 (by spec id, else by
+# name): K keeps the dtype, KB keeps it but refuses bool, F gives the default float
+# dtype, FB that but refuses bool, I64 int64, R refuses; (rule, {dtype: outcome})
+# overrides single dtypes. MatConvNet's own ops (spnorm, noffset, pdist, loss) are
+# float-only there: R. test_int_rules_match_torch checks the table against torch.
+INT_RULES: dict[str, object] = {
+    "add": K, "sub": KB, "mul": K, "div": F, "neg": KB, "pow[scalar exponent]": F,
+    "pow[tensor exponent]": KB, "exp": F, "log": F, "log1p": F, "sqrt": F, "abs": KB,
+    "maximum": K, "minimum": K, "where": K, "clip": F, "cast": K, "sin": F, "cos": F, "erf": F,
+    "relu": KB, "leaky_relu": R, "sigmoid": F, "tanh": F, "relu6": KB,
+    "hardtanh": (KB, {"uint8": R}), "hardsigmoid": R, "hardswish": R, "selu": R, "mish": R,
+    "logsigmoid": R, "softsign": FB, "tanhshrink": FB, "glu": R, "softmax": R,
+    "log_softmax": R, "gelu": R, "silu": R, "elu": R, "softplus": R, "prelu": R,
+    "sum": I64, "mean": R, "var": R, "std": R, "max": K, "min": K, "logsumexp": F, "cumsum": I64,
+    "prod": I64, "reshape": K, "flatten": K, "transpose": K, "permute": K, "swapaxes": K,
+    "broadcast_to": K, "expand_dims": K, "squeeze": K, "getitem": K, "setitem": K,
+    "scatter_add": K, "gather": K, "scatter_add_along": K, "concatenate": K, "stack": K,
+    "split": K, "pad": K, "tril": K, "triu": K, "sort": K, "topk": KB, "matmul": KB,
+    "linear": KB, "norm": R, "conv2d": KB, "conv_transpose2d": (R, {"int64": "int64"}),
+    "max_pool2d": KB, "avg_pool2d": (R, {"int64": "int64"}), "batch_norm": R,
+    "layer_norm": R, "group_norm": R, "local_response_norm": (R, {"int64": "float32"}),
+    "spnorm": R, "noffset": R, "cross_entropy": R, "nll_loss": R, "mse_loss": R,
+    "l1_loss": R, "smooth_l1_loss": R, "binary_cross_entropy_with_logits": R, "loss": R,
+    "dropout": R, "dropout2d": R, "pdist": R, "embedding": K, "adaptive_avg_pool2d": R,
+    "adaptive_max_pool2d": R, "interpolate": R,
+    "interpolate[nearest 3->7]": (R, {"uint8": "uint8"}),
+    "interpolate[nearest 5->4]": (R, {"uint8": "uint8"}),
+    "interpolate[nearest x2]": (R, {"uint8": "uint8"}),
+    "interpolate[nearest x1.5]": (R, {"uint8": "uint8"}),
+    "interpolate[nearest-exact 5->3]": (R, {"uint8": "uint8"}),
+    "pixel_shuffle": K, "pixel_unshuffle": K, "huber_loss": R, "binary_cross_entropy": R,
+    "kl_div": R, "cosine_similarity": R, "normalize": R, "margin_ranking_loss": FB,
+    "cosine_embedding_loss": F, "triplet_margin_loss": FB,
+}
+for _label in ("bilinear 3->7", "bilinear 3->7 align_corners", "bilinear 7->3", "bilinear x2",
+               "bilinear x1.5 align_corners", "bilinear x(1.5, 2.5) recomputed"):
+    INT_RULES[f"interpolate[{_label}]"] = (R, {"uint8": "uint8"})
+
+# spec id or name -> where tapegrad still differs from PyTorch. Strict: delete once fixed.
+INT_DEVIATIONS = {
+    "relu6": "integers refused (PyTorch keeps them)",
+    "hardtanh": "integers refused (PyTorch keeps them)",
+    "conv2d": "integers refused (PyTorch keeps them)",
+    "conv_transpose2d": "int64 refused (PyTorch keeps it)",
+    "max_pool2d": "integers refused (PyTorch keeps them)",
+    "avg_pool2d": "int64 refused (PyTorch keeps it)",
+    "local_response_norm": "int64 refused (PyTorch gives float32)",
+    "margin_ranking_loss": "integers refused (PyTorch gives float32)",
+    "cosine_embedding_loss": "integers refused (PyTorch gives float32)",
+    "triplet_margin_loss": "integers refused (PyTorch gives float32)",
+}
+for _id in INT_RULES:
+    if _id.startswith("interpolate[") and _id != "interpolate[area 7->3]":
+        INT_DEVIATIONS[_id] = "uint8 refused (PyTorch keeps it)"
+
+
+def _int_rule(key):
+    return INT_RULES.get(key.id, INT_RULES.get(key.name)) if isinstance(key, OpSpec) else \
+        INT_RULES[key]
+
+
+def _int_outcome(rule, dt):
+    """What PyTorch's rule gives for input dtype ``dt``: a dtype name, or "refuse"."""
+    if isinstance(rule, tuple):
+        rule, over = rule
+        if dt in over:
+            return over[dt]
+    if rule in (KB, FB) and dt == "bool":
+        return R
+    return {K: dt, KB: dt, F: str(get_default_dtype()), FB: str(get_default_dtype()),
+            I64: "int64"}.get(rule, R)
+
+
+def _int_cases():
+    out = []
+    for spec in SPECS:
+        reason = INT_DEVIATIONS.get(spec.id, INT_DEVIATIONS.get(spec.name))
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        out.append(pytest.param(spec, id=spec.id, marks=marks))
+    return out
+
+
+def _as_ints(arrays, dt):
+    """The float inputs as small integers of ``dt`` (bool: > 0; uint8: >= 0)."""
+    out = []
+    for a in arrays:
+        if a.dtype.kind == "f":
+            a = a > 0 if dt == "bool" else np.round(np.abs(a) * 2 if dt == "uint8" else a * 2)
+            a = a.astype(dt)
+        out.append(a)
+    return out
+
+
+def _assert_int_result(spec, dt, o, e):
+    """``o`` (an op's result on ``dt`` inputs) holds the values ``e`` of the float
+    computation: for an integer result, where ``e`` is an integer its dtype holds
+    (not a pad value of 0.5, nor a sum that wraps around)."""
+    e, r = e.data.astype(np.float64), o.data.astype(np.float64)
+    msg = f"{spec.id}: {dt} inputs"
+    if o.dtype.kind == "f":
+        np.testing.assert_allclose(r, e, rtol=1e-6, atol=1e-7, err_msg=msg)
+    elif o.dtype.kind == "b":
+        np.testing.assert_array_equal(r, e != 0, err_msg=msg)
+    else:
+        info = np.iinfo(o.dtype)
+        fits = np.isfinite(e) & (e >= info.min) & (e <= info.max) & (e == np.round(e))
+        np.testing.assert_allclose(r[fits], e[fits], rtol=1e-5, err_msg=msg)
+
+
+def test_every_spec_has_an_int_rule():
+    missing = sorted({s.id for s in SPECS if _int_rule(s) is None})
+    assert not missing, f"no INT_RULES entry (PyTorch's rule for int/bool inputs): {missing}"
+
+
+@pytest.mark.parametrize("spec", _int_cases())
+def test_int_and_bool_inputs_follow_torch(spec):
+    arrays = _inputs(spec)
+    cast = [a.dtype.kind == "f" for a in arrays]
+    for dt in INT_DTYPES:
+        ints = _as_ints(arrays, dt)
+        expected = _int_outcome(_int_rule(spec), dt)
+        if expected == R:
+            with pytest.raises(DTypeError):
+                spec.fn(*[Tensor(a) for a in ints])
+            continue
+        with warnings.catch_warnings():  # int overflow and log(0) as in the float run
+            warnings.simplefilter("ignore", RuntimeWarning)
+            outs = _tuple(spec.fn(*[Tensor(a) for a in ints]))
+            floats = _tuple(spec.fn(*[Tensor(a.astype(np.float32) if c else a)
+                                      for a, c in zip(ints, cast)]))
+        for o, e in zip(outs, floats):
+            if e.dtype.kind != "f":
+                continue  # indices (topk, adaptive_max_pool2d) follow no input dtype
+            assert str(o.dtype) == expected, f"{spec.id}: {dt} inputs gave {o.dtype}, " \
+                                             f"PyTorch gives {expected}"
+            assert not o.requires_grad, f"{spec.id}: integer inputs gave a result requiring grad"
+            _assert_int_result(spec, dt, o, e)
+
+
+def _torch_ops(torch):
+    """One PyTorch call per INT_RULES key, on an integer tensor x of shape (1, 2, 4, 4)."""
+    nnf = torch.nn.functional
+    i64 = torch.int64
+
+    def v(x):  # (4,)
+        return x[0, 0, 0]
+
+    def m(x):  # (4, 4)
+        return x[0, 0]
+
+    ops_ = {
+        "add": lambda x: x + x, "sub": lambda x: x - x, "mul": lambda x: x * x,
+        "div": lambda x: x / x, "neg": lambda x: -x, "pow[scalar exponent]": lambda x: x ** 3.0,
+        "pow[tensor exponent]": lambda x: x ** x, "exp": torch.exp, "log": torch.log,
+        "log1p": torch.log1p, "sqrt": torch.sqrt, "abs": torch.abs,
+        "maximum": lambda x: torch.maximum(x, x), "minimum": lambda x: torch.minimum(x, x),
+        "where": lambda x: torch.where(x > 0, x, x), "clip": lambda x: torch.clamp(x, -0.5, 0.7),
+        "cast": lambda x: (x.double() * 2.0).to(x.dtype), "sin": torch.sin, "cos": torch.cos,
+        "erf": torch.erf, "relu": torch.relu, "leaky_relu": nnf.leaky_relu,
+        "sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu6": nnf.relu6,
+        "hardtanh": nnf.hardtanh, "hardsigmoid": nnf.hardsigmoid, "hardswish": nnf.hardswish,
+        "selu": nnf.selu, "mish": nnf.mish, "logsigmoid": nnf.logsigmoid,
+        "softsign": nnf.softsign, "tanhshrink": nnf.tanhshrink, "glu": nnf.glu,
+        "softmax": lambda x: torch.softmax(x, 1), "log_softmax": lambda x: torch.log_softmax(x, 1),
+        "gelu": nnf.gelu, "silu": nnf.silu, "elu": nnf.elu, "softplus": nnf.softplus,
+        "prelu": lambda x: nnf.prelu(x, torch.ones(2)), "sum": torch.sum, "mean": torch.mean,
+        "var": torch.var, "std": torch.std, "max": torch.amax, "min": torch.amin,
+        "logsumexp": lambda x: torch.logsumexp(x, 1), "cumsum": lambda x: torch.cumsum(x, 1),
+        "prod": torch.prod, "reshape": lambda x: x.reshape(-1), "flatten": torch.flatten,
+        "transpose": lambda x: x.transpose(0, 1), "permute": lambda x: x.permute(3, 2, 1, 0),
+        "swapaxes": lambda x: x.swapaxes(1, 2), "broadcast_to": lambda x: x.expand(3, 2, 4, 4),
+        "expand_dims": lambda x: x.unsqueeze(0), "squeeze": lambda x: x.squeeze(0),
+        "getitem": lambda x: x[0, :, 1], "setitem": lambda x: x.clone().index_put_(
+            (torch.tensor([0]),), x[:1]),
+        "scatter_add": lambda x: torch.zeros(3, dtype=x.dtype).scatter_add(
+            0, torch.tensor([0, 1]), v(x)[:2]),
+        "gather": lambda x: torch.gather(m(x), 1, torch.zeros(4, 1, dtype=i64)),
+        "scatter_add_along": lambda x: m(x).scatter_add(1, torch.zeros(4, 1, dtype=i64), m(x)),
+        "concatenate": lambda x: torch.cat([x, x], 1), "stack": lambda x: torch.stack([x, x]),
+        "split": lambda x: torch.split(x, 2, 2)[0], "pad": lambda x: nnf.pad(x, (1, 1)),
+        "tril": torch.tril, "triu": torch.triu, "sort": lambda x: torch.sort(x)[0],
+        "topk": lambda x: torch.topk(x, 2)[0], "matmul": lambda x: m(x) @ m(x),
+        "linear": lambda x: nnf.linear(m(x), m(x)), "norm": torch.linalg.vector_norm,
+        "conv2d": lambda x: nnf.conv2d(x, x[:, :, :2, :2].repeat(3, 1, 1, 1)),
+        "conv_transpose2d": lambda x: nnf.conv_transpose2d(x, x[:, :1, :2, :2].repeat(2, 1, 1,
+                                                                                        1)),
+        "max_pool2d": lambda x: nnf.max_pool2d(x, 2), "avg_pool2d": lambda x: nnf.avg_pool2d(x, 2),
+        "batch_norm": lambda x: nnf.batch_norm(x, None, None, training=True),
+        "layer_norm": lambda x: nnf.layer_norm(x, (4,)),
+        "group_norm": lambda x: nnf.group_norm(x, 1),
+        "local_response_norm": lambda x: nnf.local_response_norm(x, 2),
+        "cross_entropy": lambda x: nnf.cross_entropy(m(x), torch.zeros(4, dtype=i64)),
+        "nll_loss": lambda x: nnf.nll_loss(m(x), torch.zeros(4, dtype=i64)),
+        "mse_loss": lambda x: nnf.mse_loss(x, x), "l1_loss": lambda x: nnf.l1_loss(x, x),
+        "smooth_l1_loss": lambda x: nnf.smooth_l1_loss(x, x),
+        "binary_cross_entropy_with_logits": lambda x: nnf.binary_cross_entropy_with_logits(x, x),
+        "dropout": lambda x: nnf.dropout(x, 0.5), "dropout2d": lambda x: nnf.dropout2d(x, 0.5),
+        "embedding": lambda x: nnf.embedding(torch.zeros(2, dtype=i64), m(x)),
+        "adaptive_avg_pool2d": lambda x: nnf.adaptive_avg_pool2d(x, 3),
+        "adaptive_max_pool2d": lambda x: nnf.adaptive_max_pool2d(x, 3)[0],
+        "interpolate": lambda x: nnf.interpolate(x, size=(2, 2), mode="area"),
+        "pixel_shuffle": lambda x: nnf.pixel_shuffle(x.reshape(1, 4, 2, 4), 2),
+        "pixel_unshuffle": lambda x: nnf.pixel_unshuffle(x, 2),
+        "huber_loss": lambda x: nnf.huber_loss(x, x),
+        "binary_cross_entropy": lambda x: nnf.binary_cross_entropy(x, x),
+        "kl_div": lambda x: nnf.kl_div(x, x, reduction="batchmean"),
+        "cosine_similarity": lambda x: nnf.cosine_similarity(x, x),
+        "normalize": nnf.normalize,
+        "margin_ranking_loss": lambda x: nnf.margin_ranking_loss(v(x), v(x), v(x)),
+        "cosine_embedding_loss": lambda x: nnf.cosine_embedding_loss(m(x), m(x), torch.ones(4)),
+        "triplet_margin_loss": lambda x: nnf.triplet_margin_loss(m(x), m(x), m(x)),
+    }
+    def interpolate(label):  # "bilinear x2", "nearest-exact 5->3", ...
+        kw = {"align_corners": True} if "align_corners" in label else {}
+        return lambda x: nnf.interpolate(x, scale_factor=2, mode=label.split()[0], **kw)
+
+    for key in INT_RULES:
+        if key.startswith("interpolate["):
+            ops_[key] = interpolate(key[len("interpolate["):-1])
+    return ops_
+
+
+MATCONVNET_ONLY = ("spnorm", "noffset", "pdist", "loss")  # no PyTorch counterpart
+
+
+def test_int_rules_match_torch():
+    torch = pytest.importorskip("torch")
+    calls = _torch_ops(torch)
+    assert set(calls) | set(MATCONVNET_ONLY) == set(INT_RULES)
+    wrong = []
+    for key, call in calls.items():
+        for dt in INT_DTYPES:
+            x = torch.ones((1, 2, 4, 4), dtype=torch.int64).to(getattr(torch, dt))
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    got = str(call(x).dtype).replace("torch.", "")
+            except (RuntimeError, NotImplementedError, TypeError):
+                got = R
+            if got != _int_outcome(INT_RULES[key], dt):
+                wrong.append(f"{key} {dt}: torch {got}, table {_int_outcome(INT_RULES[key], dt)}")
+    assert not wrong, "INT_RULES disagrees with PyTorch:\n" + "\n".join(wrong)
+
+
+def test_int_check_fails_for_numpys_promotion():
+    spec = OpSpec("exp", lambda x: Tensor(np.exp(x.data)), lambda r: [r.normal(size=(3,))])
+    with pytest.raises(AssertionError, match="PyTorch gives float32"):
+        test_int_and_bool_inputs_follow_torch(spec)

@@ -23,7 +23,7 @@ def _logsumexp(x, axis=None):
     return s.squeeze(axis) if axis is not None else s.reshape(())
 
 
-# max/min over an empty axis have no value (PyTorch raises too); var with no
+# max/min over an empty axis have no value (PyTorch raises too); var and std with no
 # degrees of freedom is refused (PyTorch returns nan)
 _EMPTY = ShapeError
 
@@ -37,6 +37,10 @@ SPECS = [
            reference=lambda x: x.var(axis=-1)),
     OpSpec("var", lambda x: ops.var(x, ddof=1), _x, "ddof 1",
            reference=lambda x: x.var(ddof=1), zero_size_raises=_EMPTY),
+    OpSpec("std", lambda x: ops.std(x, axis=(1, 2)), _x,
+           reference=lambda x: x.std(axis=(1, 2))),
+    OpSpec("std", lambda x: ops.std(x, ddof=1, keepdims=True), _x, "ddof 1",
+           reference=lambda x: x.std(ddof=1, keepdims=True), zero_size_raises=_EMPTY),
     OpSpec("max", lambda x: ops.max(x, axis=1), _distinct,
            reference=lambda x: x.max(axis=1)),
     OpSpec("max", lambda x: ops.max(x), _distinct, "all", reference=np.max,
