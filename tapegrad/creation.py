@@ -68,6 +68,12 @@ def arange(*args, dtype=None, device="cpu", requires_grad=False):
     probe = np.arange(*args)
     dt = dtype if dtype is not None else (
         get_default_dtype() if probe.dtype.kind == "f" else probe.dtype)
+    start, step = (args[0] if len(args) > 1 else 0), (args[2] if len(args) > 2 else 1)
+    if as_dtype(dt).kind in "iub" and any(float(v) != int(v) for v in (start, step)):
+        raise ArgumentError(
+            f"arange{tuple(args)} with dtype {as_dtype(dt).name}: a fractional start or "
+            "step has no agreed integer range (PyTorch truncates start and step, NumPy steps "
+            "by the rounded difference); pass integers, or make the float range and .to() it")
     return _make(lambda xp, s, d: xp.arange(*args, dtype=d), (), dt, device, requires_grad)
 
 
@@ -102,9 +108,16 @@ def randint(*args, size=None, dtype=None, device="cpu"):
         raise ArgumentError(f"randint: expected randint(high, size) or randint(low, high, "
                             f"size), got {len(args)} bounds and size={size!r}")
     low, high = (0, args[0]) if len(args) == 1 else args
+    dt = np.dtype(np.int64 if dtype is None else as_dtype(dtype))
+    if dt.kind in "biu":  # as torch: low and high - 1 must fit the dtype, else no wrapping
+        top = 1 if dt.kind == "b" else np.iinfo(dt).max
+        bottom = 0 if dt.kind == "b" else np.iinfo(dt).min
+        if low < bottom or high - 1 > top:
+            raise ArgumentError(f"randint: [{low}, {high}) does not fit {dt.name} (from "
+                                f"{bottom} to {top}); PyTorch refuses it too")
     gen = get_generator(device)
     return _make(lambda xp, s, d: gen.integers(low, high, s).astype(d, copy=False),
-                 (tuple(size),), np.int64 if dtype is None else dtype, device, False)
+                 (tuple(size),), dt, device, False)
 
 
 def _like(make, t, dtype, requires_grad, *extra):

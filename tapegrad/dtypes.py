@@ -179,6 +179,24 @@ def int_dtype(fn, dt: np.dtype, detail: str = "") -> np.dtype:
         "x.astype('float32')")
 
 
+def fit_number(op: str, value, dtype, torch: str = "PyTorch refuses it too"):
+    """``value`` when it is no number or fits the integer ``dtype`` it is written
+    into or bounds (masked_fill, fill_, setitem, clamp); else a DTypeError, as
+    PyTorch's "value cannot be converted to type uint8_t without overflow" (NumPy
+    would raise an OverflowError or wrap -2.5 to 254)."""
+    dt = np.dtype(dtype)
+    if (dt.kind not in "iu" or isinstance(value, (bool, np.bool_))
+            or not isinstance(value, numbers.Real)):
+        return value
+    info = np.iinfo(dt)
+    v = int(value) if isinstance(value, numbers.Integral) else float(value)
+    if not info.min <= v <= info.max:  # NaN too
+        raise DTypeError(f"{op}: the value {value!r} does not fit {dt.name} (from {info.min} "
+                         f"to {info.max}); {torch}; cast the tensor first, "
+                         "e.g. x.float() or x.long()")
+    return value
+
+
 def int_input(fn, x):
     """``x`` (Tensor or array) as op ``fn`` takes it: itself when floating (or not an
     array), else cast by :func:`int_dtype` (a recorded cast for a Tensor).

@@ -19,7 +19,7 @@ import numpy as np
 
 from .device import cpu
 from .dtypes import KEEP, check_differentiable, int_dtype, result_type
-from .errors import DeviceError, GraphError
+from .errors import DeviceError, DTypeError, GraphError
 from .grad_mode import _local, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 
 __all__ = [
@@ -162,6 +162,10 @@ class Function:
     # dtype, FLOAT (the default float dtype, PyTorch's rule for floating ops), INT64,
     # REFUSE; applied by _promote for the ops above, by the public function for the rest
     int_inputs = KEEP
+    # positions among ``promotes`` where a Python int outside an integer result dtype
+    # wraps into it as in PyTorch (uint8 tensor * -1: 255); elsewhere it is refused
+    wraps: tuple | None = None  # None: all of them
+    bool_operands = True  # False: a bool operand refused whatever the result (torch's sub)
 
     @staticmethod
     def forward(ctx, *arrays, **params):
@@ -260,6 +264,12 @@ def _promote(cls, args):
             if dt is b.data.dtype and dt.kind == "f":
                 return args
     vals = [args[i] for i in idx]
+    if not cls.bool_operands and any(  # Python and Tensor bools; internal masks may subtract
+            type(v) is bool or (isinstance(v, Tensor) and v.dtype == np.bool_) for v in vals):
+        raise DTypeError(f"{cls.__name__}: bool input (a bool operand) is not supported, as "
+                         "in PyTorch; "
+                         "for a mask use ~x or logical_not/logical_xor, else cast it first, "
+                         "e.g. x.float()")
     dt = result_type(*vals)
     if dt.kind == "c" and _local.enabled and any(
             isinstance(a, Tensor) and a.requires_grad for a in args):
@@ -276,8 +286,23 @@ def _promote(cls, args):
             out[i] = dt.type(v)
         elif hasattr(v, "astype"):  # a NumPy/CuPy array
             out[i] = v.astype(dt)
+        elif type(v) is int and dt.kind in "iu":
+            out[i] = _int_scalar(cls, i, v, dt)
         # Python numbers stay: NumPy treats them as weak, so the result keeps dt
     return out
+
+
+def _int_scalar(cls, i, v, dt):
+    """Python int ``v``, operand ``i`` of ``cls``, in integer dtype ``dt``: itself
+    when it fits; else wrapped as PyTorch's C cast wraps it (NumPy raises an
+    OverflowError), or refused where ``cls.wraps`` excludes ``i``."""
+    info = np.iinfo(dt)
+    if info.min <= v <= info.max:
+        return v
+    if (cls.wraps is not None and i not in cls.wraps) or not -2**63 <= v < 2**63:
+        raise DTypeError(f"{cls.__name__}: the number {v} does not fit {dt.name} (from "
+                         f"{info.min} to {info.max}); cast the tensor first, e.g. x.long()")
+    return np.asarray(v, np.int64).astype(dt)[()]
 
 
 class SavedFrom(NamedTuple):

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import tape
 from .device import Device, cpu, device_of_array, get_device, to_host
-from .dtypes import as_dtype, check_differentiable
+from .dtypes import as_dtype, check_differentiable, fit_number
 from .errors import ArgumentError, ArgumentTypeError, DeviceError, DTypeError, GraphError, describe
 from .tape import is_grad_enabled, no_grad
 from .tensor_methods import TensorMethods, ValuesIndices  # noqa: F401  (re-exported)
@@ -400,7 +400,7 @@ class Tensor(TensorMethods):
                 self.requires_grad or (root is not None and root.requires_grad)):
             return self._inplace(_ops.setitem, Ellipsis, _here(self, value))
         _check_writable(self)
-        self.data[...] = value
+        self.data[...] = fit_number("fill_", value, self.dtype)
         self._bump_version()
         return self
 
@@ -432,7 +432,13 @@ class Tensor(TensorMethods):
                                  "that requires grad; use .detach() (or no_grad) first")
         a, b = (self.data, _other(self, b, name)) if a is self else (_other(self, a, name),
                                                                      self.data)
-        return _wrap(op(a, b), self.device, None, 0, False)
+        if (self.device.xp.result_type(a, b).kind in "iub"
+                and not self.device.xp.all(self.device.xp.asarray(b) != 0)):
+            raise ArgumentError(f"{name}: integer division by zero (the divisor "
+                                f"{describe(b) if hasattr(b, 'shape') else repr(b)} holds a 0); "
+                                "PyTorch raises ZeroDivisionError; NumPy would give 0")
+        with np.errstate(divide="ignore", invalid="ignore"):  # floats: inf and nan, silently
+            return _wrap(op(a, b), self.device, None, 0, False)
 
     def __floordiv__(self, other):
         return self._rounded(self, other, lambda a, b: a // b, "//")
@@ -459,6 +465,9 @@ class Tensor(TensorMethods):
         return _ops.neg(self)
 
     def __pos__(self):
+        if self.dtype == np.bool_:
+            raise DTypeError(f"+x: the + operator on a bool tensor ({describe(self)}) is not "
+                             "supported, as in PyTorch")
         return self
 
     def __abs__(self):

@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import tape as _tape
+from .dtypes import fit_number
 from .errors import ArgumentError, DTypeError, ShapeError, describe
 
 _ops = None  # tapegrad.ops, bound by tensor.py (import cycle)
@@ -204,13 +206,17 @@ class TensorMethods:
 
     @_named
     def all(self, axis=None, keepdims=False):
-        """Whether every element (along ``axis``) is true: a bool tensor, recorded never."""
-        return _wrap(self.device.xp.asarray(self.data.all(axis=axis, keepdims=keepdims)),
-                     self.device, None, 0, False)
+        """Whether every element (along ``axis``) is true, recorded never: bool, uint8
+        for a uint8 tensor (as PyTorch)."""
+        return self._truth(self.data.all(axis=axis, keepdims=keepdims))
 
     @_named
     def any(self, axis=None, keepdims=False):
-        return _wrap(self.device.xp.asarray(self.data.any(axis=axis, keepdims=keepdims)),
+        return self._truth(self.data.any(axis=axis, keepdims=keepdims))
+
+    def _truth(self, out):
+        out = self.device.xp.asarray(out)
+        return _wrap(out.astype(np.uint8) if self.dtype == np.uint8 else out,
                      self.device, None, 0, False)
 
     @_named
@@ -233,6 +239,9 @@ class TensorMethods:
             return self.reshape(-1)._arg(op, 0, False).reshape((1,) * self.ndim)
         if self.data.size == 0:
             raise ShapeError(f"{op}: cannot reduce the empty tensor {describe(self)}")
+        if self.dtype == np.bool_:
+            raise DTypeError(f"{op}: bool input ({describe(self)}) is not supported, as in "
+                             "PyTorch; cast it first, e.g. x.long()")
         out = getattr(self.data, op)(axis=axis, keepdims=keepdims)
         return _wrap(self.device.xp.asarray(out, dtype=np.int64), self.device, None, 0, False)
 
@@ -259,12 +268,22 @@ class TensorMethods:
     def reshape(self, *shape):
         return _ops.reshape(self, shape[0] if len(shape) == 1 else shape)
 
-    view = reshape
+    def view(self, *shape):
+        """PyTorch's: :meth:`reshape` where the result is a view of x's memory, else
+        a ShapeError, as PyTorch refuses (a transposed x flattened); reshape copies."""
+        out = self.reshape(*shape)
+        if out.data.size and not _tape._aliases(out.data, self.data):
+            raise ShapeError(f"view: {describe(self)} with strides "
+                             f"{tuple(self.data.strides)} (bytes) has no view of shape "
+                             f"{tuple(out.shape)} (an axis would span two strides); use "
+                             ".reshape(...) or .contiguous().view(...), as in PyTorch")
+        return out
 
     def view_as(self, other):
-        return self.reshape(tuple(other.shape))
+        return self.view(tuple(other.shape))
 
-    reshape_as = view_as
+    def reshape_as(self, other):
+        return self.reshape(tuple(other.shape))
 
     @_named
     def flatten(self, start_axis=0, end_axis=-1):
@@ -402,7 +421,8 @@ class TensorMethods:
         if isinstance(value, TensorMethods):
             value = _ops.cast(value, self.dtype)
         else:  # PyTorch casts the value to the tensor's dtype (2.7 into an int tensor: 2)
-            value = self.device.xp.asarray(value).astype(self.dtype)
+            value = self.device.xp.asarray(fit_number("masked_fill", value, self.dtype))
+            value = value.astype(self.dtype)
         return _ops.where(mask, value, self)
 
     # -------------------------------------------------------- comparisons

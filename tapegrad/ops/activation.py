@@ -154,7 +154,7 @@ class Tanh(Function):
         (out,) = ctx.saved_tensors
         if ctx.xp.name == "cupy" and g.dtype == out.dtype:
             return _tanh_grad(out, g)
-        if ctx._graph or g.dtype != out.dtype:
+        if ctx._graph or g.dtype != out.dtype or out.ndim == 0:  # 0-d: out * out is a scalar
             return g * (1 - out * out)
         gx = out * out  # g * (1 - out^2) in one buffer (no temporaries)
         ctx.xp.subtract(1, gx, out=gx)

@@ -8,10 +8,12 @@ methods and ``ctx.xp`` functions, so it also runs on Tensors under
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..device import cpu as _cpu
-from ..dtypes import FLOAT, KEEP_NOT_BOOL, as_dtype, int_input
+from ..dtypes import FLOAT, KEEP_NOT_BOOL, as_dtype, fit_number, int_input
 from ..errors import ArgumentError, DTypeError, describe
 from ..tape import Function
 from ..tensor import Tensor, _wrap
@@ -43,6 +45,7 @@ class Sub(Function):
     differentiable_twice = True
     promotes = (0, 1)
     int_inputs = KEEP_NOT_BOOL  # torch refuses bool - bool
+    bool_operands = False  # and x - True, bool tensor - float tensor
 
     @staticmethod
     def forward(ctx, x, y):
@@ -147,10 +150,11 @@ class Pow(Function):
     differentiable_twice = True
     promotes = (0, 1)
     int_inputs = KEEP_NOT_BOOL  # torch refuses bool ** bool (NumPy: int8)
+    wraps = (0,)  # (-1) ** uint8 wraps the base as torch; uint8 ** -1 is refused
 
     @staticmethod
     def forward(ctx, x, p):
-        out = x**p
+        out = _int_pow(ctx.xp, x, p) if ctx.xp.result_type(x, p).kind in "iu" else x**p
         nx, np_ = ctx.needs_input_grad
         # the masks are constants: they only select where a rule is replaced by 0
         p_zero = (p == 0) if nx else None
@@ -174,6 +178,25 @@ class Pow(Function):
             if ctx.needs_input_grad[1]:
                 gp = xp.where(x_flat, 0, g * out * xp.log(x))
         return gx, gp
+
+
+def _int_pow(xp, x, p):
+    """Integer ``x ** p`` as PyTorch: a negative Python exponent refused, a negative
+    tensor exponent gives ``1 ** p = 1``, ``(-1) ** p = +-1`` and 0 otherwise (NumPy
+    refuses every negative integer power)."""
+    if type(p) is int or isinstance(p, np.generic):
+        if p < 0:
+            raise ArgumentError(f"pow: {describe(x)} to the negative power {p}: integers to "
+                                "negative integer powers are not allowed (as in PyTorch); "
+                                "cast to float first")
+        return x ** p
+    neg = p < 0
+    if not neg.any():
+        return x ** p
+    out = xp.asarray(x ** xp.where(neg, 0, p))  # 1 where p < 0, then the rule above
+    odd = (p % 2) != 0
+    tiny = xp.where(x == 1, 1, xp.where(x == -1, xp.where(odd, -1, 1), 0)).astype(out.dtype)
+    return xp.where(neg, tiny, out)
 
 
 def pow(x, p):
@@ -307,7 +330,8 @@ def sign(x):
     >>> ops.sign(tapegrad.tensor([-2.0, 0.0, 3.0]))   # [-1, 0, 1]
     """
     t = x if isinstance(x, Tensor) else Tensor(x)
-    return _wrap(t.device.xp.sign(t.data), t.device, None, 0, False)
+    out = t.data.copy() if t.dtype == np.bool_ else t.device.xp.sign(t.data)  # as torch
+    return _wrap(out, t.device, None, 0, False)
 
 
 class _Select(Function):
@@ -424,6 +448,12 @@ def clip(x, min=None, max=None):
 
     >>> ops.clip(x, -1.0, 1.0)
     """
+    dt = getattr(x, "dtype", None)
+    if dt is not None:  # integer x, integer bound it cannot hold: refused (PyTorch wraps
+        # -1 to 255 for uint8, refuses 300); float bounds promote the result instead
+        why = "PyTorch would wrap it or refuse it"
+        min, max = ((fit_number("clamp", b, dt, why) if isinstance(b, numbers.Integral) else b)
+                    for b in (min, max))
     return Clip.apply(x, min, max)
 
 

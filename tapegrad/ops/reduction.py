@@ -395,7 +395,8 @@ class Prod(Function):
         xp = ctx.xp
         g = _expand(ctx, g)
         if zero is None:
-            return g * _expand(ctx, out) / x, None, None
+            # out / x first, as torch: 1 at a denormal x where g * out underflows
+            return g * (_expand(ctx, out) / x), None, None
         # the product of the finite nonzero factors, without x_j where x_j is one of them
         plain = zero if bad is None else zero | bad
         nonzero = xp.where(plain, 1, x)

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..args import normalize_axes, normalize_axis, raw, torch_names
 from ..device.backend import is_basic_index
+from ..dtypes import fit_number
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 
@@ -146,7 +147,9 @@ def permute(x, *axes):
 
     >>> ops.permute(x, 0, 2, 3, 1)
     """
-    return _permute("permute", x, axes[0] if len(axes) == 1 else axes)
+    if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+        axes = axes[0]  # permute(x, (1, 0)) as permute(x, 1, 0); permute(v, 0) of a 1-D v
+    return _permute("permute", x, axes)
 
 
 
@@ -352,7 +355,7 @@ class SetItem(Function):
         check_index_range("setitem", xp, x, index)
         out = x.copy()
         try:
-            out[index] = v
+            out[index] = fit_number("setitem", v, x.dtype)
         except (IndexError, ValueError) as exc:
             raise ShapeError(f"setitem: cannot assign {describe(v)} to index {index!r} of "
                              f"{describe(x)}: {exc}") from None
