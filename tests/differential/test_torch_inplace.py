@@ -1,0 +1,127 @@
+"""In-place ops on fresh non-leaf tensors and on views of them, against PyTorch.
+
+Each case: ``base = x * 1`` (x a leaf), ``v = VIEW(base)``, ``OP(v, b)`` (b a leaf
+operand where the op takes one), then a loss that reads base AND v; base's and v's
+values and the gradients of x and b (float64 also twice) must be torch's, or
+tapegrad must refuse by name where torch refuses (a write into an expand()ed view).
+Runner: torchdiff.py; KNOWN as in test_torch_ops.py.
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import numpy as np  # noqa: E402
+import torchdiff as D  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+SHAPE = (3, 4)
+# the views of base (a (3, 4) tensor), written the same in NumPy, torch and tapegrad;
+# torch's narrow/diagonal/select have no tapegrad method: base[:, 1:3] and base[1]
+# are the narrow and the select
+VIEWS = {
+    "whole": lambda t: t,
+    "slice": lambda t: t[1:],
+    "narrow": lambda t: t[:, 1:3],
+    "step": lambda t: t[:, ::2],
+    "T": lambda t: t.T,
+    "T_slice": lambda t: t.T[1:],
+    "reshape": lambda t: t.reshape(-1),
+    "unsqueeze": lambda t: t.unsqueeze(0),
+    "select": lambda t: t[1],
+    "expand": lambda t: t[0:1].expand(3, 4),  # torch refuses writes into it
+}
+
+
+def _np_view(view):
+    base = np.zeros(SHAPE)
+    if view == "expand":
+        return np.broadcast_to(base[0:1], SHAPE)
+    if view == "unsqueeze":
+        return base[None]
+    return VIEWS[view](base)
+
+
+# op -> (operand shape from the view's shape and data, the write)
+def _same(vshape, data):
+    return vshape
+
+
+def _last(vshape, data):  # broadcast along the leading axes
+    return vshape[-1:]
+
+
+def _first_index(vshape, data):
+    return vshape[1:]
+
+
+def _mask_values(vshape, data):
+    return ()
+
+
+OPS = {
+    "add_": (_same, lambda L, v, b, cs: v.add_(b)),
+    "add_alpha": (_last, lambda L, v, b, cs: v.add_(b, alpha=2.0)),
+    "sub_": (_last, lambda L, v, b, cs: v.sub_(b)),
+    "mul_": (_same, lambda L, v, b, cs: v.mul_(b)),
+    "div_": (_same, lambda L, v, b, cs: v.div_(b)),
+    "mul_number": (None, lambda L, v, b, cs: v.mul_(2.5)),
+    "__iadd__": (_last, lambda L, v, b, cs: v.__iadd__(b)),
+    "__isub__": (_same, lambda L, v, b, cs: v.__isub__(b)),
+    "__imul__": (_last, lambda L, v, b, cs: v.__imul__(b)),
+    "__itruediv__": (_same, lambda L, v, b, cs: v.__itruediv__(b)),
+    "clamp_": (None, lambda L, v, b, cs: v.clamp_(-0.5, 0.5)),
+    "copy_": (_same, lambda L, v, b, cs: v.copy_(b)),
+    "copy_broadcast": (_last, lambda L, v, b, cs: v.copy_(b)),
+    "fill_": (None, lambda L, v, b, cs: v.fill_(2.5)),
+    "fill_tensor": ((lambda s, d: ()), lambda L, v, b, cs: v.fill_(b)),
+    "zero_": (None, lambda L, v, b, cs: v.zero_()),
+    "setitem_basic": (_first_index, lambda L, v, b, cs: v.__setitem__(0, b)),
+    "setitem_slice_number": (None, lambda L, v, b, cs: v.__setitem__(slice(1, None), -1.5)),
+    "setitem_advanced": (_first_index, lambda L, v, b, cs: v.__setitem__(cs[0], b)),
+    "setitem_bool": (_mask_values, lambda L, v, b, cs: v.__setitem__(cs[1], b)),
+}
+DTYPES = ("float64", "float32", "int64")
+
+# (op, view, dtype) -> reason; view/dtype "*" is every one
+KNOWN: dict = {}
+
+
+def _params():
+    out = []
+    for op in OPS:
+        for view in VIEWS:
+            for dtype in DTYPES:
+                reason = next((KNOWN[k] for k in ((op, view, dtype), (op, "*", dtype),
+                                                  (op, view, "*"), (op, "*", "*"))
+                               if k in KNOWN), None)
+                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                out.append(pytest.param(op, view, dtype, marks=marks,
+                                        id=f"{op}-{view}-{dtype}"))
+    return out
+
+
+@pytest.mark.parametrize("op, view, dtype", _params())
+@settings(settings.get_profile("differential"))
+@given(data=st.data())
+def test_inplace_matches_torch(op, view, dtype, data):
+    operand, write = OPS[op]
+    vshape = _np_view(view).shape
+    lo, hi = (0.5, 2.0) if op in ("div_", "__itruediv__") else (-3.0, 3.0)
+    x = D.array(data, dtype, SHAPE, kinks=(-0.5, 0.5))
+    leaves = [x]
+    if operand is not None:
+        leaves.append(D.array(data, dtype, operand(vshape, data), lo, hi))
+    rows = np.array([0, vshape[0] - 1]) if len(vshape) and vshape[0] > 1 else np.array([0])
+    mask = D.array(data, "bool", vshape)
+    if op == "setitem_advanced":
+        leaves[1] = D.array(data, dtype, (len(rows),) + vshape[1:])
+
+    def call(L, xs, cs):
+        base = xs[0] * 1
+        v = VIEWS[view](base)
+        write(L, v, xs[1] if len(xs) > 1 else None, cs)
+        return base, v
+
+    D.run(f"inplace.{op}", dtype, (leaves, [rows, mask], call), view)
