@@ -69,6 +69,10 @@ from .torch_functions import (  # torch.max, torch.var, ... with PyTorch's meani
 
 _bind_operators()  # x + y, x * y, ...: the ops they call are complete only now
 
+# torch.device: the Device class, whose missing attributes are the tapegrad.device
+# package's (tapegrad.device.get_device, .cpu, .threads keep working)
+device = Device
+
 __version__ = "0.1.0"
 
 # PyTorch's top-level functions where tapegrad.ops means exactly the same (torch.max,
@@ -101,7 +105,7 @@ complex128 = _np.dtype("complex128")
 tune_malloc()  # large temporaries reuse heap memory instead of page-faulting (see its doc)
 
 _SUBMODULES = {"nn", "optim", "data", "testing", "distributed", "utils", "autograd", "onnx",
-               "compat"}
+               "compat", "cuda", "accelerator", "backends", "hub"}
 _LAZY = {"save": "serialization", "load": "serialization", "memory_report": "memory"}
 
 
@@ -118,7 +122,7 @@ def __getattr__(name):
 __all__ = [
     "Tensor", "tensor", "Function", "backward", "grad", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "set_default_dtype", "get_default_dtype",
-    "Device", "get_device", "get_array_module", "cupy_available", "manual_seed",
+    "Device", "device", "get_device", "get_array_module", "cupy_available", "manual_seed",
     "zeros", "ones", "full", "empty", "eye", "arange", "linspace", "randn", "rand", "randint",
     "zeros_like", "ones_like", "full_like", "randn_like", "rand_like", "from_numpy",
     "as_tensor", "is_tensor", "cat", "concatenate", "stack", "where", "flatten", "reshape",
@@ -132,7 +136,7 @@ __all__ = [
     "short", "int32", "int", "int64", "long", "bool", "complex64", "complex128",
     "ops", "errors", "nn", "optim", "data", "testing", "distributed", "save", "load",
     "utils", "memory_report", "autograd", "onnx", "compat", "get_num_threads",
-    "set_num_threads",
+    "set_num_threads", "cuda", "accelerator", "backends", "hub",
 ]
 
 

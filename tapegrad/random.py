@@ -41,15 +41,24 @@ def initial_seed():
 def get_generator(device=None):
     """The generator of ``device``: a NumPy or CuPy ``Generator``."""
     dev = get_device(device)
-    key = str(dev)
-    gen = _generators.get(key)
+    gen = _generators.get(str(dev))
     if gen is None:
-        # each device gets its own stream derived from the one seed
-        seq = np.random.SeedSequence(_seed, spawn_key=(dev.index or 0, dev is not cpu))
-        if dev is not cpu:  # CuPy's Generator takes an integer seed
-            with dev.use():
-                gen = dev.xp.random.default_rng(int(seq.generate_state(1)[0]))
-        else:
-            gen = np.random.default_rng(seq)
-        _generators[key] = gen
+        gen = _generators[str(dev)] = _new_generator(dev, _seed)
     return gen
+
+
+def seed_device(device, seed: int) -> None:
+    """Seed ``device``'s generator alone (``torch.cuda.manual_seed``); the other
+    devices keep their streams. ``manual_seed(s)`` then ``seed_device("cuda", s)``
+    gives the GPU the stream ``manual_seed(s)`` alone gives it."""
+    dev = get_device(device)
+    _generators[str(dev)] = _new_generator(dev, int(seed))
+
+
+def _new_generator(dev, seed):
+    # each device gets its own stream derived from the one seed
+    seq = np.random.SeedSequence(seed, spawn_key=(dev.index or 0, dev is not cpu))
+    if dev is cpu:
+        return np.random.default_rng(seq)
+    with dev.use():  # CuPy's Generator takes an integer seed
+        return dev.xp.random.default_rng(int(seq.generate_state(1)[0]))

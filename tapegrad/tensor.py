@@ -35,7 +35,9 @@ _new = object.__new__  # Tensor.__new__ is object's, one attribute lookup more
 
 
 def _wrap(data, device, node, out_nr, requires_grad):
-    """Fast internal constructor: no conversion, no checks."""
+    """Fast internal constructor: no conversion, no checks. ``data`` stays the very
+    object the op returned (a NumPy scalar from a full reduction too): the tape
+    tells a saved output from a constant by identity."""
     t = _new(Tensor)
     t.data = data
     t.device = device
@@ -253,6 +255,12 @@ class Tensor(TensorMethods):
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    is_xpu = is_mps = property(lambda self: False, doc="Never: tapegrad has CPU and CUDA only.")
+
     def numpy(self) -> np.ndarray:
         """A NumPy copy of a CPU tensor's data; a device tensor must be moved first
         (``x.cpu().numpy()``), as in PyTorch."""
@@ -288,6 +296,19 @@ class Tensor(TensorMethods):
 
     def __bool__(self):
         return bool(self.item())
+
+    def __index__(self):
+        """A one-element integer tensor as an index (``seq[i]``, ``data[i:i + 8]``)."""
+        if self.dtype.kind not in "iub" or self.data.size != 1:
+            raise ArgumentTypeError(f"__index__: only a one-element integer tensor can be "
+                                    f"an index, got {describe(self)}")
+        return int(self.item())
+
+    def __format__(self, spec):
+        """As PyTorch: a 0-d tensor formats as its number (``f"{loss:.4f}"``)."""
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)  # str(x) for "", else TypeError, as PyTorch
 
     def __len__(self):
         if self.ndim == 0:
@@ -582,7 +603,12 @@ def _bind_operators():
 
 def _check_writable(t):
     """Refuse an in-place write into memory that several elements share (an
-    ``expand()``ed or broadcast view) or that is read-only, as PyTorch does."""
+    ``expand()``ed or broadcast view) or that is read-only, as PyTorch does. A NumPy
+    scalar (a full reduction's result: ``total = x.sum(); total += 1``) becomes a 0-d
+    array first; an entry that saved the scalar keeps its value, and its version check
+    sees the write."""
+    if isinstance(t.data, np.generic):
+        t.data = np.asarray(t.data)
     data = t.data
     if any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape)) or \
             not getattr(data.flags, "writeable", True):

@@ -17,6 +17,8 @@ the op and both devices (as PyTorch refuses).
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ..errors import DeviceError
@@ -47,13 +49,54 @@ def cupy_available() -> bool:
     return _import_cupy() is not None
 
 
-class Device:
-    """A place arrays live: ``Device("cpu")``, ``Device("cuda:1")``.
+class _DeviceType(type):
+    """The class of :class:`Device`, which ``tapegrad.device`` names, as
+    ``torch.device``: calling it parses a device as PyTorch does, and the
+    attributes the class lacks are this package's (``tapegrad.device.get_device``,
+    ``tapegrad.device.cpu``, ``tapegrad.device.threads``...). To patch the package,
+    patch ``sys.modules["tapegrad.device"]``: setting on the class sets the class's."""
+
+    def __call__(cls, type=None, index=None, xp=None):  # noqa: A002 (torch's name)
+        if xp is not None:  # a new place for arrays (here, and the tests' stand-ins)
+            return super().__call__(type, index, xp)
+        if isinstance(type, Device):
+            return type
+        if isinstance(type, int) and not isinstance(type, bool):  # torch.device(0)
+            type, index = "cuda", type
+        if not isinstance(type, str):
+            raise DeviceError(f"device: expected a string such as 'cpu' or 'cuda:0', a "
+                              f"device or a GPU index, got {type!r}")
+        if index is not None:
+            if ":" in type:
+                raise DeviceError(f"device({type!r}, {index!r}): the index is given twice")
+            if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                raise DeviceError(f"device({type!r}, {index!r}): the index must be an "
+                                  "int >= 0")
+            type = f"{type}:{index}"
+        return get_device(type)
+
+    def __getattr__(cls, name):
+        try:
+            return getattr(sys.modules[__name__], name)
+        except AttributeError:
+            raise AttributeError(f"tapegrad.device has no attribute {name!r}") from None
+
+    def __dir__(cls):
+        return sorted(set(super().__dir__()) | set(dir(sys.modules[__name__])))
+
+
+class Device(metaclass=_DeviceType):
+    """A place arrays live; ``tapegrad.device`` itself, PyTorch's ``torch.device``:
+    ``tg.device("cpu")``, ``tg.device("cuda:1")``, ``tg.device("cuda", 1)``,
+    ``tg.device(1)``, with ``.type`` and ``.index`` (``None`` on the CPU; ``"cuda"``
+    is ``"cuda:0"``, index 0, where PyTorch leaves it ``None``), equal to its string.
 
     Devices are interned: ``get_device("cuda") is get_device("cuda:0")``, so
-    identity comparison is a valid (and fast) same-device test. Moving arrays
-    goes through :meth:`put` and :meth:`host` (the only two places that know
-    how a device's arrays cross to and from the host).
+    identity comparison is a valid (and fast) same-device test. A CUDA device is
+    made only where CuPy sees a GPU (a DeviceError names what is missing, where
+    PyTorch fails at the first use). Moving arrays goes through :meth:`put` and
+    :meth:`host` (the only two places that know how a device's arrays cross to
+    and from the host).
     """
 
     __slots__ = ("type", "index", "xp", "backend")
@@ -64,8 +107,9 @@ class Device:
         self.xp = xp
         self.backend = ArrayBackend(xp)
 
-    def __repr__(self) -> str:
-        return f"device({str(self)!r})"
+    def __repr__(self) -> str:  # PyTorch's
+        index = "" if self.index is None else f", index={self.index}"
+        return f"device(type={self.type!r}{index})"
 
     def __str__(self) -> str:
         return self.type if self.index is None else f"{self.type}:{self.index}"
@@ -136,6 +180,9 @@ def get_device(spec=None) -> Device:
     if dev is not None:
         return dev
     name, _, idx = spec.partition(":")
+    if name in ("mps", "xpu", "hip", "meta", "xla", "npu"):
+        raise DeviceError(f"device {spec!r}: tapegrad runs on 'cpu' and 'cuda' (CuPy) only; "
+                          f"tapegrad.backends.mps.is_available() and accelerator checks say so")
     if name != "cuda" or (idx and not idx.isdigit()):
         raise DeviceError(f"unknown device {spec!r}: use 'cpu', 'cuda' or 'cuda:N'")
     index = int(idx) if idx else 0

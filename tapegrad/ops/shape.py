@@ -6,9 +6,10 @@ import numpy as np
 
 from ..args import normalize_axes, normalize_axis, raw, torch_names
 from ..device.backend import is_basic_index
-from ..dtypes import fit_number
+from ..dtypes import fit_number, result_type
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
+from .elementwise import cast
 
 __all__ = ["reshape", "flatten", "transpose", "permute", "swapaxes", "broadcast_to",
            "expand_dims", "squeeze", "getitem", "setitem", "concatenate", "stack", "split",
@@ -437,7 +438,24 @@ def concatenate(xs, axis=0):
     """
     if not xs:
         raise ArgumentError("concatenate: needs at least one tensor")
+    xs = _one_dtype(xs)
     return Concatenate.apply(*xs, axis=normalize_axis("concatenate", xs[0].shape, axis))
+
+
+def _one_dtype(xs):
+    """``xs`` in PyTorch's result dtype of them all (``cat([int64, float32])`` is
+    float32, where NumPy gives float64), the differing ones by a recorded cast."""
+    dts = {getattr(x, "dtype", None) for x in xs}
+    if len(dts) == 1:
+        return xs
+    dt = result_type(*[x if hasattr(x, "ndim") and x.ndim else _dimensioned(x) for x in xs])
+    return [x if getattr(x, "dtype", None) == dt else cast(x, dt) for x in xs]
+
+
+def _dimensioned(x):
+    """A stand-in for a 0-d or number operand of cat/stack: they join as tensors, so
+    PyTorch's number and 0-d tiers of the promotion do not apply."""
+    return np.empty((1,), getattr(x, "dtype", None) or np.asarray(x).dtype)
 
 
 
@@ -467,6 +485,7 @@ def stack(xs, axis=0):
     """
     if not xs:
         raise ArgumentError("stack: needs at least one tensor")
+    xs = _one_dtype(xs)
     return Stack.apply(*xs, axis=normalize_axis("stack", xs[0].shape, axis, extra=1))
 
 

@@ -4,7 +4,7 @@
 >>> y = checkpoint(block, x)        # block's activations recomputed in backward
 
 ``tapegrad.utils.data`` is :mod:`tapegrad.data` (``Dataset``, ``DataLoader``),
-under PyTorch's name.
+under PyTorch's name (``import tapegrad.utils.data`` works as ``import torch.utils.data``).
 """
 
 from . import checkpoint  # the module, callable as the function (torch.utils.checkpoint's two uses)
@@ -14,11 +14,8 @@ __all__ = ["checkpoint", "checkpoint_sequential", "is_recomputing", "data"]
 
 
 def __getattr__(name):
-    if name == "data":  # torch.utils.data's name for tapegrad.data (one module, two names)
+    if name == "data":  # torch.utils.data's name for tapegrad.data (tapegrad/utils/data.py)
         import importlib
-        import sys
 
-        mod = importlib.import_module("tapegrad.data")
-        sys.modules.setdefault(__name__ + ".data", mod)
-        return mod
+        return importlib.import_module(".data", __name__)
     raise AttributeError(f"module 'tapegrad.utils' has no attribute {name!r}")

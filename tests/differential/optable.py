@@ -630,6 +630,9 @@ SKIP = {
         "Tensor enable_grad get_default_dtype get_device get_num_threads inference_mode "
         "is_grad_enabled is_tensor manual_seed no_grad set_default_dtype set_grad_enabled "
         "set_num_threads")},
+    **{k: "the environment surface: tests/device/test_torch_environment.py" for k in (
+        ("fn", "device"), ("method", "is_cpu"), ("method", "is_mps"), ("method", "is_xpu"))},
+    ("method", "__index__"): "a Python protocol: tests/test_torch_idioms.py",
     ("fn", "save"): "checkpoint files: formats differ by design (tests/test_serialization.py)",
     ("fn", "load"): "checkpoint files: formats differ by design (tests/test_serialization.py)",
 }

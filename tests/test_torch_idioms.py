@@ -1,0 +1,56 @@
+"""Idioms of real PyTorch scripts that once behaved differently (torch-free: the
+expected values are PyTorch 2.13's)."""
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.errors import ArgumentTypeError
+
+
+@pytest.mark.parametrize("reduce", [lambda x: x.sum(), lambda x: x.mean(), lambda x: x.max(),
+                                    lambda x: x.prod(), lambda x: (x * x).sum()])
+def test_a_full_reduction_is_a_0d_tensor_in_place_ops_write_into(reduce):
+    total = reduce(tg.tensor([1.0, 2.0, 3.0]))  # was a NumPy scalar: "does not support item
+    before = total.item()                        # assignment" / a GraphError on +=
+    total += 1
+    assert total.shape == () and total.item() == before + 1
+    assert isinstance(total.data, np.ndarray)
+
+
+def test_running_loss_accumulates_as_in_the_examples():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    running = 0.0
+    for _ in range(3):
+        loss = (x * x).sum()
+        loss.backward()
+        running += loss.item()
+    assert running == 15.0 and x.grad.tolist() == [6.0, 12.0]
+
+
+def test_cat_and_stack_promote_as_torch():
+    assert tg.cat([tg.tensor([1]), tg.tensor([2.5])]).dtype == np.float32  # NumPy: float64
+    assert tg.stack([tg.tensor(1), tg.tensor(2.5, dtype="float64")]).dtype == np.float64
+    assert tg.cat([tg.tensor([True]), tg.tensor(np.array([3], np.uint8))]).dtype == np.uint8
+    a = tg.tensor([1.0, 2.0], requires_grad=True, dtype="float64")
+    y = tg.cat([a, tg.tensor([1.0], dtype="float32")])
+    y.sum().backward()
+    assert y.dtype == np.float64 and a.grad.tolist() == [1.0, 1.0]
+
+
+def test_format_of_a_0d_tensor_is_its_number():
+    assert "{} {:.2f} {:>6.1f}".format(tg.tensor(2.5), tg.tensor(2.5), tg.tensor(1.25)) \
+        == "2.5 2.50    1.2"
+    assert f"{tg.tensor(3)}" == "3"
+    assert "{}".format(tg.tensor([1.0])) == str(tg.tensor([1.0]))
+    with pytest.raises(TypeError):  # as PyTorch: a spec on a dimensioned tensor
+        "{:.2f}".format(tg.tensor([1.0, 2.0]))
+
+
+def test_an_integer_tensor_is_an_index():
+    seq = list(range(10))
+    i = tg.tensor(2)
+    assert seq[i] == 2 and seq[i:i + 3] == [2, 3, 4] and seq[tg.tensor([4])] == 4
+    for bad in (tg.tensor(2.0), tg.tensor([1, 2])):
+        with pytest.raises(ArgumentTypeError, match="one-element integer tensor"):
+            seq[bad]
