@@ -68,6 +68,10 @@ class SerializationError(TapegradError, ValueError):
     """A file is not a readable tapegrad checkpoint, or an object cannot be saved."""
 
 
+class MissingDependencyError(TapegradError, ImportError):
+    """An optional package a feature needs is not installed (the message names it)."""
+
+
 def describe(*arrays) -> str:
     """``"(2, 3) float32, (3,) float64"`` for error messages."""
     parts = []

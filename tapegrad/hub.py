@@ -7,7 +7,7 @@ reads local files only (``tapegrad.load``, ``tapegrad.onnx.load``).
 
 from __future__ import annotations
 
-from .errors import ArgumentError
+from .errors import ArgumentError, MissingDependencyError
 
 __all__ = ["tqdm", "load", "load_state_dict_from_url", "download_url_to_file"]
 
@@ -15,7 +15,7 @@ try:
     from tqdm.auto import tqdm
 except ImportError:  # pragma: no cover - tqdm is in the test extra
     def tqdm(*args, **kwargs):
-        raise ImportError("tapegrad.hub.tqdm is the tqdm package's progress bar: "
+        raise MissingDependencyError("tapegrad.hub.tqdm is the tqdm package's progress bar: "
                           "pip install tqdm (or 'tapegrad[train]')")
 
 

@@ -54,3 +54,16 @@ def test_an_integer_tensor_is_an_index():
     for bad in (tg.tensor(2.0), tg.tensor([1, 2])):
         with pytest.raises(ArgumentTypeError, match="one-element integer tensor"):
             seq[bad]
+
+
+def test_softmax_takes_pytorchs_dtype():
+    u = tg.tensor(np.array([1, 2, 3], np.uint8))  # torch refuses uint8 softmax without it
+    import tapegrad.nn.functional as F
+
+    y = F.softmax(u, 0, dtype=tg.float32)
+    np.testing.assert_allclose(y.numpy(), [0.0900306, 0.2447285, 0.6652409], rtol=1e-6)
+    assert F.log_softmax(u, dim=0, dtype=tg.float64).dtype == np.float64
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    F.log_softmax(x, 0, dtype=tg.float64)[0].backward()  # the cast is recorded
+    assert x.grad.dtype == np.float32
+    np.testing.assert_allclose(x.grad.numpy(), [0.7310586, -0.7310586], rtol=1e-6)

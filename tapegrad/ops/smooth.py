@@ -80,24 +80,31 @@ def _class_axis(op, x, axis):
 
 
 @torch_names
-def softmax(x, axis=None):
+def softmax(x, axis=None, dtype=None):
     """Softmax along ``axis`` (default: PyTorch's implicit dim -- 1, the channels of
-    NCHW / classes of (N, C); 0 for 1-D and 3-D input). float16 is computed in float32.
+    NCHW / classes of (N, C); 0 for 1-D and 3-D input). float16 is computed in float32;
+    ``dtype``: x cast to it first (a recorded cast), as PyTorch's.
 
     Stable for logits of any magnitude (the max is subtracted first).
     >>> ops.softmax(tapegrad.tensor([[1e4, 0.0]]))   # [[1., 0.]]
     """
-    return Softmax.apply(int_input(Softmax, x), axis)
+    return Softmax.apply(int_input(Softmax, _as(x, dtype)), axis)
 
 
 @torch_names
-def log_softmax(x, axis=None):
+def log_softmax(x, axis=None, dtype=None):
     """``log(softmax(x))`` along ``axis`` (default as :func:`softmax`), computed
     stably (no log of 0).
 
     >>> ops.log_softmax(logits, axis=1)
     """
-    return LogSoftmax.apply(int_input(LogSoftmax, x), axis)
+    return LogSoftmax.apply(int_input(LogSoftmax, _as(x, dtype)), axis)
+
+
+def _as(x, dtype):
+    if dtype is None:
+        return x
+    return (x if isinstance(x, Tensor) else Tensor(x)).to(dtype)
 
 
 # -------------------------------------------------- the error function (for GELU)
