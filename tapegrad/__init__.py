@@ -7,12 +7,24 @@
 >>> x.grad                       # tensor([2., 4., 6.])
 """
 
+import warnings as _warnings
+
 import numpy as _np
 
 from . import errors, ops
 from .creation import (
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
     arange,
     as_tensor,
+    bernoulli,
     empty,
     eye,
     from_numpy,
@@ -20,6 +32,8 @@ from .creation import (
     full_like,
     is_tensor,
     linspace,
+    multinomial,
+    normal,
     ones,
     ones_like,
     rand,
@@ -27,6 +41,7 @@ from .creation import (
     randint,
     randn,
     randn_like,
+    randperm,
     zeros,
     zeros_like,
 )
@@ -37,27 +52,39 @@ from .random import manual_seed
 from .tape import Function, backward, enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, _bind_operators, get_default_dtype, set_default_dtype, tensor
 from .torch_functions import (  # torch.max, torch.var, ... with PyTorch's meaning
+    addmm,
     allclose,
     argmax,
     argmin,
+    argsort,
+    baddbmm,
     bmm,
     chunk,
+    diag,
+    diag_embed,
     dot,
     equal,
+    flip,
     gather,
+    index_select,
     inference_mode,
     isfinite,
     isinf,
     isnan,
+    lerp,
     logsumexp,
     max,  # noqa: A004
+    median,
     min,  # noqa: A004
     mm,
+    narrow,
+    nonzero,
     norm,
     numel,
     outer,
     permute,
     pow,  # noqa: A004
+    roll,
     sign,
     split,
     squeeze,
@@ -102,6 +129,11 @@ bool = _np.dtype("bool")  # noqa: A001
 complex64 = _np.dtype("complex64")
 complex128 = _np.dtype("complex128")
 
+# NumPy's floating-point warnings from inside tapegrad's ops (log(0), 0/0, exp
+# overflow) are silenced, as PyTorch's ops are silent with the same inf and nan; a
+# user's own NumPy code still warns (the filter matches the module the op runs in)
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tapegrad\.")
+
 tune_malloc()  # large temporaries reuse heap memory instead of page-faulting (see its doc)
 
 _SUBMODULES = {"nn", "optim", "data", "testing", "distributed", "utils", "autograd", "onnx",
@@ -137,6 +169,10 @@ __all__ = [
     "ops", "errors", "nn", "optim", "data", "testing", "distributed", "save", "load",
     "utils", "memory_report", "autograd", "onnx", "compat", "get_num_threads",
     "set_num_threads", "cuda", "accelerator", "backends", "hub",
+    "addmm", "baddbmm", "diag", "diag_embed", "flip", "roll", "index_select", "narrow",
+    "nonzero", "argsort", "lerp", "median", "randperm", "multinomial", "bernoulli", "normal",
+    "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
+    "CharTensor", "ByteTensor", "BoolTensor",
 ]
 
 

@@ -7,13 +7,15 @@ import numpy as np
 
 from .device import cpu, get_device
 from .dtypes import as_dtype
-from .errors import ArgumentError, ArgumentTypeError, DTypeError
+from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError, describe
 from .random import get_generator
 from .tensor import Tensor, _wrap, get_default_dtype
 
 __all__ = ["zeros", "ones", "full", "empty", "eye", "arange", "linspace", "randn", "rand",
            "randint", "zeros_like", "ones_like", "full_like", "randn_like", "rand_like",
-           "from_numpy", "as_tensor", "is_tensor"]
+           "from_numpy", "as_tensor", "is_tensor", "randperm", "multinomial", "bernoulli",
+           "normal", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor",
+           "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
 
 
 def _shape(shape):
@@ -180,3 +182,179 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
 def is_tensor(obj) -> bool:
     """True for a :class:`tapegrad.Tensor` (Parameters too)."""
     return isinstance(obj, Tensor)
+
+
+# ------------------------------------------------------------------ sampling
+# Samples come from tapegrad's generator of the device (tapegrad.manual_seed):
+# repeatable, but not PyTorch's stream.
+
+def randperm(n, *, dtype=None, device="cpu", requires_grad=False):
+    """A random permutation of ``0 .. n-1`` (int64 unless ``dtype``).
+    >>> tapegrad.randperm(5)"""
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+        raise ArgumentError(f"randperm: n must be an int >= 0, got {n!r}")
+    gen = get_generator(device)
+    dt = np.int64 if dtype is None else dtype
+    return _make(lambda xp, s, d: xp.argsort(gen.random(int(n))).astype(d, copy=False), (),
+                 dt, device, requires_grad)
+
+
+def _sampled(op, x, generator):
+    if not isinstance(x, Tensor):
+        raise ArgumentTypeError(f"{op}: expects a tapegrad Tensor, got {type(x).__name__}")
+    if generator is not None:
+        raise ArgumentError(f"{op}: generator= is not supported (tapegrad has one generator "
+                            "per device); seed it with tapegrad.manual_seed")
+    return get_generator(x.device), x.device.xp
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """``num_samples`` category indices per row of ``input`` (1-D or 2-D non-negative
+    weights, not necessarily summing to 1), int64; without ``replacement`` each index
+    at most once per row (there must be that many nonzero weights; PyTorch's CPU
+    answer then is not defined).
+
+    >>> tapegrad.multinomial(tapegrad.tensor([0.2, 0.8]), 4, replacement=True)
+    """
+    gen, xp = _sampled("multinomial", input, generator)
+    p = input.data
+    if p.ndim not in (1, 2) or p.dtype.kind != "f":
+        raise ShapeError(f"multinomial: expects 1-D or 2-D floating weights, got "
+                         f"{describe(p)}")
+    if not isinstance(num_samples, (int, np.integer)) or num_samples <= 0:
+        raise ArgumentError(f"multinomial: num_samples must be an int > 0, got {num_samples!r}")
+    rows = p.reshape(-1, p.shape[-1]).astype(np.float64)
+    n, k = rows.shape[1], int(num_samples)
+    if not bool(xp.isfinite(rows).all()) or bool((rows < 0).any()):
+        raise ArgumentError(f"multinomial: weights must be finite and >= 0, got {describe(p)}")
+    nonzero = (rows > 0).sum(axis=1)
+    if bool((nonzero == 0).any()):
+        raise ArgumentError("multinomial: a row of weights sums to 0")
+    if not replacement and (k > n or bool((nonzero < k).any())):
+        raise ArgumentError(f"multinomial: cannot draw {k} samples without replacement from "
+                            f"rows with {int(nonzero.min())} nonzero weights; pass "
+                            "replacement=True or fewer samples")
+    if replacement:
+        # inverse CDF: row r's CDF shifted by r, so one searchsorted serves all rows
+        cdf = xp.cumsum(rows, axis=1)
+        cdf = cdf / cdf[:, -1:]
+        cdf[:, -1] = 1.0
+        r = xp.arange(rows.shape[0])[:, None]
+        u = gen.random((rows.shape[0], k)) + r
+        idx = xp.searchsorted((cdf + r).reshape(-1), u.reshape(-1), side="right")
+        idx = idx.reshape(u.shape) - r * n
+        last = n - 1 - xp.argmax(rows[:, ::-1] > 0, axis=1)[:, None]  # rounding at the top
+        idx = xp.minimum(idx, last)
+    else:
+        # Gumbel top-k: the k largest log(w) + Gumbel noise are a draw without replacement
+        with np.errstate(divide="ignore"):
+            keys = xp.log(rows) - xp.log(gen.standard_exponential(rows.shape))
+        idx = xp.argsort(-keys, axis=1, kind="stable")[:, :k]
+    idx = idx.astype(np.int64, copy=False)
+    return _wrap(idx.reshape(k) if p.ndim == 1 else idx, input.device, None, 0, False)
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """1 with probability ``input`` (or the number ``p``), else 0, in input's floating
+    dtype; its gradient is 0, as PyTorch's. >>> tapegrad.bernoulli(probs)"""
+    from .torch_functions import _zero_gradient
+
+    gen, xp = _sampled("bernoulli", input, generator)
+    if input.dtype.kind != "f":
+        raise DTypeError(f"bernoulli: expects floating probabilities, got {describe(input)}")
+    prob = input.data if p is None else p
+    if bool(xp.any((xp.asarray(prob) < 0) | (xp.asarray(prob) > 1))):
+        raise ArgumentError(f"bernoulli: probabilities must be in [0, 1], got {describe(prob)}")
+    out = _wrap((gen.random(tuple(input.shape)) < prob).astype(input.dtype), input.device,
+                None, 0, False)
+    return _zero_gradient(out, input)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
+    """``torch.normal``'s forms: ``normal(mean, std)`` with a tensor for either or both
+    (their broadcast shape and dtype; the gradient to them is 0, as PyTorch's), or
+    ``normal(mean, std, size)`` with two numbers (the default dtype).
+    >>> tapegrad.normal(0.0, 0.02, (3, 4))"""
+    from .torch_functions import _zero_gradient
+
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if generator is not None:
+        raise ArgumentError("normal: generator= is not supported (tapegrad has one generator "
+                            "per device); seed it with tapegrad.manual_seed")
+    if not tensors:
+        if size is None:
+            raise ArgumentError("normal: with a number mean and std, pass size=")
+        if std < 0:
+            raise ArgumentError(f"normal: std must be >= 0, got {std}")
+        gen = get_generator(device or "cpu")
+        return _make(lambda xp, s, d: (gen.standard_normal(s) * std + mean).astype(d),
+                     (tuple(size),), dtype, device or "cpu", requires_grad)
+    if size is not None:
+        raise ArgumentError("normal: size= only goes with a number mean and std; a tensor "
+                            "mean or std gives its own shape")
+    first = tensors[0]
+    for t in tensors:
+        if t.dtype.kind != "f" or t.dtype != first.dtype:
+            raise DTypeError(f"normal: mean and std must be floating tensors of one dtype, "
+                             f"got {describe(*tensors)}")
+    xp = first.device.xp
+    m = mean.data if isinstance(mean, Tensor) else mean
+    s = std.data if isinstance(std, Tensor) else std
+    if bool(xp.any(xp.asarray(s) < 0)):
+        raise ArgumentError(f"normal: std must be >= 0, got {describe(s)}")
+    shape = np.broadcast_shapes(*(t.shape for t in tensors))
+    z = get_generator(first.device).standard_normal(shape)
+    out = _wrap((z * s + m).astype(first.dtype, copy=False), first.device, None, 0, False)
+    return _zero_gradient(out, *tensors)
+
+
+# --------------------------------------------------- legacy tensor types
+class _LegacyType:
+    """PyTorch's legacy constructors (``torch.FloatTensor``...): ``FloatTensor(data)`` a
+    copy of ``data`` in that dtype, ``FloatTensor(2, 3)`` a tensor of that size -- of
+    zeros (PyTorch's is uninitialised) -- and ``isinstance(x, FloatTensor)`` a check of
+    the dtype (CPU tensors, as in PyTorch)."""
+
+    def __init__(self, name, dtype):
+        self.__name__ = self.__qualname__ = name
+        self.legacy_dtype = np.dtype(dtype)
+
+    def __repr__(self):
+        return f"<class 'tapegrad.{self.__name__}'>"
+
+    def __call__(self, *args, device=None):
+        dev = "cpu" if device is None else device
+        if not args:
+            return zeros(0, dtype=self.legacy_dtype, device=dev)
+        if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+            if any(a < 0 for a in args):
+                raise ArgumentError(f"{self.__name__}: sizes must be >= 0, got {args}")
+            return zeros(*args, dtype=self.legacy_dtype, device=dev)
+        if len(args) > 1:
+            raise ArgumentTypeError(f"{self.__name__}: expects sizes (ints) or one sequence "
+                                    f"of data, got {args!r}")
+        data = args[0]
+        if isinstance(data, Tensor) and data.dtype != self.legacy_dtype:
+            raise DTypeError(f"{self.__name__}: got {describe(data)}, of another dtype "
+                             f"(PyTorch refuses it too); use x.to({self.legacy_dtype.name})")
+        if isinstance(data, (float, complex, bool)) or not hasattr(data, "__len__") and \
+                not isinstance(data, Tensor) and not hasattr(data, "shape"):
+            raise ArgumentTypeError(f"{self.__name__}: expects sizes (ints) or a sequence of "
+                                    f"data, got {type(data).__name__}")
+        return Tensor(data, dtype=self.legacy_dtype, device=dev)
+
+    def __instancecheck__(self, obj):
+        return isinstance(obj, Tensor) and obj.dtype == self.legacy_dtype and \
+            obj.device is cpu
+
+
+FloatTensor = _LegacyType("FloatTensor", np.float32)
+DoubleTensor = _LegacyType("DoubleTensor", np.float64)
+HalfTensor = _LegacyType("HalfTensor", np.float16)
+LongTensor = _LegacyType("LongTensor", np.int64)
+IntTensor = _LegacyType("IntTensor", np.int32)
+ShortTensor = _LegacyType("ShortTensor", np.int16)
+CharTensor = _LegacyType("CharTensor", np.int8)
+ByteTensor = _LegacyType("ByteTensor", np.uint8)
+BoolTensor = _LegacyType("BoolTensor", np.bool_)

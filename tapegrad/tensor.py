@@ -458,8 +458,7 @@ class Tensor(TensorMethods):
             raise ArgumentError(f"{name}: integer division by zero (the divisor "
                                 f"{describe(b) if hasattr(b, 'shape') else repr(b)} holds a 0); "
                                 "PyTorch raises ZeroDivisionError; NumPy would give 0")
-        with np.errstate(divide="ignore", invalid="ignore"):  # floats: inf and nan, silently
-            return _wrap(op(a, b), self.device, None, 0, False)
+        return _wrap(op(a, b), self.device, None, 0, False)
 
     def __floordiv__(self, other):
         return self._rounded(self, other, lambda a, b: a // b, "//")

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import tape as _tape
 from .dtypes import fit_number
-from .errors import ArgumentError, DTypeError, ShapeError, describe
+from .errors import ArgumentError, DTypeError, GraphError, ShapeError, describe
 
 _ops = None  # tapegrad.ops, bound by tensor.py (import cycle)
 _wrap = None
@@ -82,9 +82,19 @@ class TensorMethods:
 
     def type(self, dtype=None):
         """PyTorch's: ``x.type()`` names the type (``'tapegrad.FloatTensor'``),
-        ``x.type(dtype)`` casts."""
+        ``x.type(dtype)`` casts; so do ``x.type(tapegrad.FloatTensor)`` and
+        ``x.type('torch.FloatTensor')`` (or ``'tapegrad.FloatTensor'``)."""
+        if isinstance(dtype, str) and dtype.rsplit(".", 1)[-1].endswith("Tensor"):
+            if ".cuda." in dtype:
+                raise ArgumentError(f"type: {dtype!r} names a CUDA type; use "
+                                    f"x.to('cuda', ...) to move a tensor")
+            named = {v: k for k, v in _TYPE_NAMES.items()}.get(dtype.rsplit(".", 1)[-1])
+            if named is None:
+                raise ArgumentError(f"type: unknown tensor type {dtype!r}; use one of "
+                                    f"{sorted(_TYPE_NAMES.values())}")
+            dtype = named
         if dtype is not None:
-            return self.astype(dtype)
+            return self.astype(getattr(dtype, "legacy_dtype", dtype))
         name = _TYPE_NAMES.get(self.dtype.name, f"{self.dtype.name}Tensor")
         return f"tapegrad.{'cuda.' if self.device.type == 'cuda' else ''}{name}"
 
@@ -257,12 +267,12 @@ class TensorMethods:
         return _ops.norm(self, p, axis, keepdims)
 
     @_named
-    def softmax(self, axis):
-        return _ops.softmax(self, axis)
+    def softmax(self, axis, dtype=None):
+        return _ops.softmax(self, axis, dtype=dtype)
 
     @_named
-    def log_softmax(self, axis):
-        return _ops.log_softmax(self, axis)
+    def log_softmax(self, axis, dtype=None):
+        return _ops.log_softmax(self, axis, dtype=dtype)
 
     # -------------------------------------------------------------- shape
     def reshape(self, *shape):
@@ -520,6 +530,348 @@ class TensorMethods:
 
     def minimum(self, other):
         return _ops.minimum(self, other)
+
+    # ---------------------------------------------- PyTorch's matrix products
+    def mm(self, mat2):
+        """``torch.mm``: (n, k) @ (k, m), no broadcasting. >>> a.mm(b)"""
+        from .torch_functions import mm
+
+        return mm(self, mat2)
+
+    def bmm(self, mat2):
+        """``torch.bmm``: (b, n, k) @ (b, k, m). >>> a.bmm(b)"""
+        from .torch_functions import bmm
+
+        return bmm(self, mat2)
+
+    def addmm(self, mat1, mat2, *, beta=1, alpha=1):
+        """``beta * self + alpha * (mat1 @ mat2)``; with ``beta=0`` self is ignored
+        (its NaNs too), as PyTorch. >>> bias.addmm(x, w.t())"""
+        from .torch_functions import addmm
+
+        return addmm(self, mat1, mat2, beta=beta, alpha=alpha)
+
+    # ------------------------------------------------- PyTorch's indexing
+    def narrow(self, dim, start, length):
+        """A view of ``length`` elements from ``start`` along ``dim`` (``start`` may be
+        negative or a 0-d integer tensor). >>> x.narrow(1, 0, 2)   # x[:, 0:2]"""
+        d = normalize_axis("narrow", self.shape, dim)
+        start = int(start.item() if isinstance(start, TensorMethods) else start)
+        n = self.shape[d]
+        if start < 0:
+            start += n
+        if not 0 <= start <= n or not 0 <= length <= n - start:
+            raise ShapeError(f"narrow: start={start} and length={length} do not fit axis {d} "
+                             f"of {describe(self)} (size {n}): need 0 <= start <= {n} and "
+                             f"start + length <= {n}")
+        return _ops.getitem(self, (slice(None),) * d + (slice(start, start + length),))
+
+    def index_select(self, dim, index):
+        """The entries of ``index`` (a 1-D or 0-d integer tensor) along ``dim``, a copy;
+        repeats accumulate in backward. >>> x.index_select(0, tapegrad.tensor([2, 0]))"""
+        d = normalize_axis("index_select", self.shape, dim, extra=int(self.ndim == 0))
+        idx = index.data if isinstance(index, TensorMethods) else self.device.xp.asarray(index)
+        if idx.ndim > 1 or idx.dtype.kind not in "iu":
+            raise ShapeError(f"index_select: index must be a 1-D (or 0-d) integer tensor, got "
+                             f"{describe(idx)}")
+        idx = idx.reshape(-1)
+        if self.ndim == 0:
+            return self.reshape(1).index_select(0, idx).reshape(())
+        n = self.shape[d]
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
+            raise ShapeError(f"index_select: index values {int(idx.min())}..{int(idx.max())} "
+                             f"are out of range for axis {d} of {describe(self)} (size {n}): "
+                             f"they must be in [0, {n}), as PyTorch requires")
+        return _ops.getitem(self, (slice(None),) * d + (idx.astype(np.int64, copy=False),))
+
+    def flip(self, *dims):
+        """A copy with the order along ``dims`` reversed (``x.flip(0)``, ``x.flip((0, 1))``)."""
+        dims = tuple(dims[0]) if len(dims) == 1 and not isinstance(dims[0], int) else dims
+        axes = {normalize_axis("flip", self.shape, a) for a in dims}
+        if len(axes) != len(dims):
+            raise ArgumentError(f"flip: dims {dims} name an axis twice")
+        if not axes:
+            return self.clone()
+        index = tuple(slice(None, None, -1) if a in axes else slice(None)
+                      for a in range(self.ndim))
+        return _ops.getitem(self, index).clone()  # PyTorch's flip copies
+
+    def roll(self, shifts, dims=None):
+        """Elements shifted by ``shifts`` along ``dims``, wrapping around (without
+        ``dims``: the flattened tensor, shape kept). >>> x.roll(1, 0)"""
+        shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
+        if dims is None:
+            if len(shifts) != 1:
+                raise ArgumentError(f"roll: {len(shifts)} shifts need as many dims, got none")
+            return self.reshape(-1).roll(shifts, 0).reshape(tuple(self.shape))
+        dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+        if len(shifts) != len(dims):
+            raise ArgumentError(f"roll: shifts {shifts} and dims {dims} must have one length")
+        out, xp = self, self.device.xp
+        for s, dim in zip(shifts, dims):
+            d = normalize_axis("roll", self.shape, dim)
+            n = self.shape[d]
+            if n and int(s) % n:
+                out = out.index_select(d, (xp.arange(n) - int(s)) % n)
+        return out if out is not self else self.clone()
+
+    def argsort(self, dim=-1, descending=False, stable=False):
+        """The indices that sort ``dim`` (stable: ties in index order; NaN largest).
+        >>> x.argsort(dim=1, descending=True)"""
+        return _ops.shape._order("argsort", self, dim, descending)[2]
+
+    def nonzero(self, *, as_tuple=False):
+        """The indices of the nonzero elements: an int64 ``(n, ndim)`` tensor, or with
+        ``as_tuple=True`` one 1-D tensor per axis (a 0-d input counts as 1-D, as in
+        PyTorch). >>> (x > 0).nonzero()"""
+        xp = self.device.xp
+        if as_tuple:
+            a = self.data.reshape(1) if self.ndim == 0 else self.data
+            return tuple(_wrap(i.astype(np.int64), self.device, None, 0, False)
+                         for i in xp.nonzero(a))
+        out = xp.argwhere(self.data).astype(np.int64, copy=False)
+        return _wrap(out, self.device, None, 0, False)
+
+    def median(self, dim=None, keepdim=False):
+        """PyTorch's lower median: ``x.median()`` of all elements, ``x.median(dim)`` the
+        pair ``(values, indices)``; NaN anywhere along ``dim`` gives NaN (the index of
+        the first NaN). Among equal medians the index is the first in sorted order,
+        where PyTorch does not say which. The gradient goes to the chosen element."""
+        if dim is None:
+            if self.data.size == 0:
+                raise ShapeError(f"median: cannot reduce the empty tensor {describe(self)}")
+            return self.reshape(-1).median(0).values
+        d = normalize_axis("median", self.shape, dim, extra=int(self.ndim == 0))
+        if self.ndim == 0:
+            return ValuesIndices(self, _wrap(self.device.xp.zeros((), np.int64), self.device,
+                                             None, 0, False))
+        n = self.shape[d]
+        if n == 0:
+            raise ShapeError(f"median: cannot reduce the empty axis {d} of {describe(self)}")
+        xp = self.device.xp
+        order = _ops.shape._order("median", self, d, False)[2].data
+        k = (n - 1) // 2
+        if self.dtype.kind == "f":  # sorted NaNs come last; the first of them is the answer
+            k = xp.where(xp.isnan(self.data).any(axis=d, keepdims=True),
+                         (~xp.isnan(self.data)).sum(axis=d, keepdims=True), k)
+        else:
+            k = xp.full((1,) * self.ndim, k, dtype=np.int64)
+        idx = xp.take_along_axis(order, k.astype(np.int64), axis=d)
+        values = self.gather(d, _wrap(idx, self.device, None, 0, False))
+        indices = _wrap(idx, self.device, None, 0, False)
+        if not keepdim:
+            values, indices = values.squeeze(d), indices.squeeze(d)
+        return ValuesIndices(values, indices)
+
+    # ---------------------------------------------- PyTorch's elementwise
+    def where(self, condition, y):
+        """``torch.where(condition, self, y)``. >>> x.where(x > 0, 0.0)"""
+        return _ops.where(condition, self, y)
+
+    def lerp(self, end, weight):
+        """``self + weight * (end - self)`` (``end`` of self's dtype; ``weight`` a
+        number or a tensor), as ``torch.lerp``. >>> a.lerp(b, 0.5)"""
+        for name, v in (("end", end), ("weight", weight)):
+            if isinstance(v, TensorMethods) and v.dtype != self.dtype:
+                raise DTypeError(f"lerp: {name} {describe(v)} must have the dtype of "
+                                 f"{describe(self)}, as PyTorch requires; cast it first")
+        if not isinstance(end, TensorMethods):
+            raise ArgumentError(f"lerp: end must be a tensor, got {type(end).__name__}")
+        return self + weight * (end - self)
+
+    def clamp_min(self, min):  # noqa: A002  (PyTorch's name)
+        return _ops.clip(self, min, None)
+
+    def clamp_max(self, max):  # noqa: A002
+        return _ops.clip(self, None, max)
+
+    def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        from .torch_functions import allclose
+
+        return allclose(self, other, rtol, atol, equal_nan)
+
+    # ------------------------------------------- in-place (Tensor._inplace)
+    def abs_(self):
+        return self._inplace(_ops.abs)
+
+    def sqrt_(self):
+        return self._inplace(_ops.sqrt)
+
+    def exp_(self):
+        return self._inplace(_ops.exp)
+
+    def log_(self):
+        return self._inplace(_ops.log)
+
+    def relu_(self):
+        return self._inplace(_ops.relu)
+
+    def sigmoid_(self):
+        return self._inplace(_ops.sigmoid)
+
+    def tanh_(self):
+        return self._inplace(_ops.tanh)
+
+    def neg_(self):
+        return self._inplace(_ops.neg)
+
+    def pow_(self, exponent):
+        return self._inplace(_ops.pow, exponent)
+
+    def clamp_min_(self, min):  # noqa: A002
+        return self._inplace(_ops.clip, min, None)
+
+    def clamp_max_(self, max):  # noqa: A002
+        return self._inplace(_ops.clip, None, max)
+
+    def lerp_(self, end, weight):
+        return self._inplace(type(self).lerp, end, weight)
+
+    def masked_fill_(self, mask, value):
+        """In place: ``value`` where the bool ``mask`` is True. >>> x.masked_fill_(m, 0)"""
+        try:
+            fits = np.broadcast_shapes(tuple(getattr(mask, "shape", ())), self.shape)
+        except ValueError:
+            fits = None
+        if fits != tuple(self.shape):
+            raise ShapeError(f"masked_fill_: mask {describe(mask)} must broadcast to "
+                             f"{describe(self)} (the tensor written keeps its shape)")
+        return self._inplace(type(self).masked_fill, mask, value)
+
+    def index_fill_(self, dim, index, value):
+        """In place: ``value`` at the entries ``index`` (1-D or 0-d integer) along ``dim``.
+        >>> x.index_fill_(1, tapegrad.tensor([0, 2]), -1.0)"""
+        d = normalize_axis("index_fill_", self.shape, dim, extra=int(self.ndim == 0))
+        idx = index.data if isinstance(index, TensorMethods) else self.device.xp.asarray(index)
+        if idx.ndim > 1 or idx.dtype.kind not in "iu":
+            raise ShapeError(f"index_fill_: index must be a 1-D (or 0-d) integer tensor, got "
+                             f"{describe(idx)}")
+        if getattr(value, "ndim", 0) != 0:
+            raise ShapeError(f"index_fill_: value must be a number or a 0-d tensor, got "
+                             f"{describe(value)}")
+        idx = idx.reshape(-1).astype(np.int64, copy=False)
+        n = 1 if self.ndim == 0 else self.shape[d]
+        if idx.size and (int(idx.min()) < -n or int(idx.max()) >= n):
+            raise ShapeError(f"index_fill_: index values {int(idx.min())}..{int(idx.max())} "
+                             f"are out of range for axis {d} of {describe(self)} (size {n})")
+        if self.ndim == 0:
+            return self._inplace(_ops.setitem, Ellipsis, value) if idx.size else self
+        if not isinstance(value, TensorMethods):
+            value = fit_number("index_fill_", value, self.dtype)
+        return self._inplace(_ops.setitem, (slice(None),) * d + (idx,), value)
+
+    def squeeze_(self, dim=None):
+        """In place: :meth:`squeeze` (the tensor takes the new shape)."""
+        return self._reshape_("squeeze_", lambda t: t.squeeze(dim))
+
+    def unsqueeze_(self, dim):
+        """In place: :meth:`unsqueeze` (the tensor takes the new shape)."""
+        return self._reshape_("unsqueeze_", lambda t: t.unsqueeze(dim))
+
+    def _reshape_(self, op, fn):
+        from .tape import is_grad_enabled
+
+        if self._base is not None or any(r() is not None for r in
+                                         (getattr(self, "_views", None) or ())):
+            raise GraphError(f"{op}: {describe(self)} is a view or has live views, whose "
+                             "shapes tapegrad cannot change in place; use the out-of-place "
+                             f"{op[:-1]}() instead")
+        if is_grad_enabled() and self.is_leaf and self.requires_grad:
+            raise GraphError(f"{op}: a leaf tensor {describe(self)} that requires grad is "
+                             "used in an in-place operation (PyTorch refuses this too); use "
+                             f"{op[:-1]}(), or do it under tapegrad.no_grad()")
+        out = fn(self)
+        # a metadata change: the same memory under the new shape, and the op's entry
+        self.data = out.data
+        if out._node is not None:
+            self._node, self._out_nr = out._node, out._out_nr
+        return self
+
+    def detach_(self):
+        """Cut this tensor from the tape in place (PyTorch refuses it for views)."""
+        if self._base is not None:
+            raise GraphError(f"detach_: {describe(self)} is a view; views can't be detached "
+                             "in place (as in PyTorch). Use detach() instead")
+        self._node, self._out_nr, self.requires_grad = None, 0, False
+        return self
+
+    # ---------------------------------------------- random in-place fills
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        """Fill with N(mean, std**2) samples from the global generator (PyTorch's
+        stream is not reproduced). >>> w.normal_(0, 0.02)"""
+        self._random_check("normal_", generator, float_only=True)
+        if std < 0:
+            raise ArgumentError(f"normal_: std must be >= 0, got {std}")
+        z = self._generator().standard_normal(tuple(self.shape))
+        return self._random_write(z * std + mean)
+
+    def uniform_(self, from_=0.0, to=1.0, *, generator=None):  # noqa: A002
+        """Fill with U(from, to) samples. >>> w.uniform_(-0.1, 0.1)"""
+        self._random_check("uniform_", generator, float_only=True)
+        if from_ > to:
+            raise ArgumentError(f"uniform_: expects from <= to, got from={from_} > to={to}")
+        u = self._generator().random(tuple(self.shape))
+        return self._random_write(u * (to - from_) + from_)
+
+    def exponential_(self, lambd=1.0, *, generator=None):
+        """Fill with Exp(lambd) samples (mean ``1 / lambd``)."""
+        self._random_check("exponential_", generator, float_only=True)
+        if not lambd > 0:
+            raise ArgumentError(f"exponential_: lambd must be > 0, got {lambd}")
+        return self._random_write(self._generator().standard_exponential(tuple(self.shape))
+                                  / lambd)
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        """Fill with 1 (probability ``p``, a number or a tensor broadcast to self) or 0."""
+        self._random_check("bernoulli_", generator, float_only=False)
+        p = p.data if isinstance(p, TensorMethods) else p
+        xp = self.device.xp
+        if bool(xp.any((xp.asarray(p) < 0) | (xp.asarray(p) > 1))):
+            raise ArgumentError(f"bernoulli_: p must be in [0, 1], got {describe(p)}")
+        return self._random_write(self._generator().random(tuple(self.shape)) < p)
+
+    def random_(self, from_=None, to=None, *, generator=None):  # noqa: A002
+        """Fill with integers: ``random_(to)`` in [0, to), ``random_(from, to)`` in
+        [from, to), ``random_()`` in [0, 2**mantissa] for floats (2**24 for float32),
+        [0, max] for integers, as PyTorch."""
+        self._random_check("random_", generator, float_only=False)
+        if from_ is not None and to is None:
+            from_, to = 0, from_
+        if to is None:
+            if self.dtype.kind == "f":
+                to = 2 ** (np.finfo(self.dtype).nmant + 1) + 1
+            elif self.dtype.kind == "b":
+                to = 2
+            else:
+                to = int(np.iinfo(self.dtype).max) + 1
+            from_ = 0
+        if from_ >= to:
+            raise ArgumentError(f"random_: expects from < to, got from={from_}, to={to}")
+        if self.dtype.kind in "iu" and (from_ < np.iinfo(self.dtype).min
+                                        or to - 1 > np.iinfo(self.dtype).max):
+            raise ArgumentError(f"random_: [{from_}, {to}) does not fit {describe(self)}")
+        return self._random_write(self._generator().integers(from_, to, tuple(self.shape)))
+
+    def _generator(self):
+        from .random import get_generator
+
+        return get_generator(self.device)
+
+    def _random_check(self, op, generator, float_only):
+        if generator is not None:
+            raise ArgumentError(f"{op}: generator= is not supported (tapegrad has one "
+                                "generator per device); seed it with tapegrad.manual_seed")
+        if float_only and self.dtype.kind != "f":
+            raise DTypeError(f"{op}: needs a floating tensor, got {describe(self)} (PyTorch "
+                             "refuses it too); cast it first, e.g. x.float()")
+
+    def _random_write(self, values):
+        """Write samples through the in-place machinery: unrecorded outside grad mode,
+        a constant (no gradient to the old values) in it, refused on a leaf that
+        requires grad, as PyTorch's random fills."""
+        values = self.device.xp.asarray(values).astype(self.dtype, copy=False)
+        return self._inplace(_ops.setitem, Ellipsis, values)
+
 
 
 def _correction(op, ddof, correction, unbiased):

@@ -9,9 +9,13 @@ rule has one home (:mod:`tapegrad.tensor_methods`); the rest (``mm``/``bmm``/
 
 from __future__ import annotations
 
+import builtins
 import functools
 
+import numpy as np
+
 from . import ops
+from .args import normalize_axis
 from .errors import ArgumentTypeError, DTypeError, ShapeError, describe
 from .grad_mode import is_grad_enabled, set_grad_enabled
 from .tensor import Tensor, _wrap
@@ -19,7 +23,8 @@ from .tensor import Tensor, _wrap
 __all__ = ["max", "min", "argmax", "argmin", "var", "std", "squeeze", "unsqueeze", "transpose",
            "permute", "chunk", "split", "gather", "norm", "logsumexp", "numel", "mm", "bmm",
            "dot", "outer", "isnan", "isfinite", "isinf", "allclose", "equal", "sign", "pow",
-           "inference_mode"]
+           "inference_mode", "addmm", "baddbmm", "diag", "diag_embed", "flip", "roll",
+           "index_select", "narrow", "nonzero", "argsort", "lerp", "median"]
 
 
 def _tensor(op, x):
@@ -143,6 +148,135 @@ def bmm(input, mat2):
         raise ShapeError(f"bmm: {describe(input, mat2)} need equal batch sizes and inner sizes "
                          "(b, n, k) and (b, k, m)")
     return ops.matmul(input, mat2)
+
+
+def _plus(op, product, input, beta, alpha):
+    """``beta * input + alpha * product`` as PyTorch's addmm/baddbmm: ``input``
+    broadcasts to the product's shape; with ``beta=0`` its values (NaN included)
+    are ignored and its gradient is 0."""
+    _tensor(op, input)
+    if input.dtype != product.dtype:
+        raise DTypeError(f"{op}: expects tensors of one dtype, got {describe(input, product)}")
+    try:
+        fits = np.broadcast_shapes(input.shape, product.shape) == product.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"{op}: input {describe(input)} does not broadcast to the product's "
+                         f"shape {tuple(product.shape)}")
+    out = product if alpha == 1 else product * alpha
+    if beta == 0:
+        return _zero_gradient(out, input)
+    return out + (input if beta == 1 else input * beta)
+
+
+def _zero_gradient(out, *inputs):
+    """``out`` with a zero gradient to each of ``inputs`` that requires grad, as
+    PyTorch's rules that ignore an input (addmm with beta=0, normal, bernoulli)."""
+    for x in inputs:
+        if isinstance(x, Tensor) and x.requires_grad and is_grad_enabled():
+            out = ops.where(out.device.xp.zeros(out.shape, dtype=bool), x, out)
+    return out
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """``torch.addmm``: ``beta * input + alpha * (mat1 @ mat2)`` (``input`` broadcast).
+    >>> tapegrad.addmm(bias, x, w.t())"""
+    return _plus("addmm", mm(mat1, mat2), input, beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``torch.baddbmm``: ``beta * input + alpha * bmm(batch1, batch2)``.
+    >>> tapegrad.baddbmm(c, a, b)"""
+    return _plus("baddbmm", bmm(batch1, batch2), input, beta, alpha)
+
+
+def _diagonal_positions(xp, n, k):
+    """Rows and columns of the ``n`` elements of the ``k``-th diagonal."""
+    i = xp.arange(n)
+    return i + builtins.max(-k, 0), i + builtins.max(k, 0)
+
+
+def diag(input, diagonal=0):
+    """``torch.diag``: a 1-D tensor becomes a square matrix with it on the ``diagonal``-th
+    diagonal; a matrix gives its ``diagonal``-th diagonal (a copy).
+    >>> tapegrad.diag(tapegrad.tensor([1.0, 2.0]))   # [[1, 0], [0, 2]]"""
+    x = _tensor("diag", input)
+    xp, k = x.device.xp, int(diagonal)
+    if x.ndim == 1:
+        n = x.shape[0]
+        m = n + abs(k)
+        base = _wrap(xp.zeros((m, m), dtype=x.dtype), x.device, None, 0, False)
+        return ops.setitem(base, _diagonal_positions(xp, n, k), x)
+    if x.ndim == 2:
+        rows, cols = x.shape
+        n = builtins.max(0, builtins.min(rows, cols - k) if k >= 0
+                         else builtins.min(rows + k, cols))
+        return ops.getitem(x, _diagonal_positions(xp, n, k))
+    raise ShapeError(f"diag: expects a 1-D or 2-D tensor, got {describe(x)}; for a batch use "
+                     "tapegrad.diag_embed")
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """``torch.diag_embed``: the last axis of ``input`` on the ``offset``-th diagonal of
+    new matrices spanning output axes ``dim1`` and ``dim2``.
+    >>> tapegrad.diag_embed(x)   # (b, n) -> (b, n, n)"""
+    x = _tensor("diag_embed", input)
+    if x.ndim == 0:
+        raise ShapeError(f"diag_embed: expects at least 1 axis, got {describe(x)}")
+    xp, k, nd = x.device.xp, int(offset), x.ndim + 1
+    d1, d2 = (normalize_axis("diag_embed", x.shape, d, extra=1) for d in (dim1, dim2))
+    if d1 == d2:
+        raise ShapeError(f"diag_embed: dim1 and dim2 name one axis ({dim1}, {dim2})")
+    n = x.shape[-1]
+    m = n + abs(k)
+    base = _wrap(xp.zeros(x.shape[:-1] + (m, m), dtype=x.dtype), x.device, None, 0, False)
+    out = ops.setitem(base, (Ellipsis,) + _diagonal_positions(xp, n, k), x)
+    # (*batch, m, m) -> the two matrix axes at d1 and d2, the batch axes in order
+    rest = iter(range(nd - 2))
+    perm = tuple(nd - 2 if i == d1 else nd - 1 if i == d2 else next(rest) for i in range(nd))
+    return out if perm == tuple(range(nd)) else ops.permute(out, *perm)
+
+
+def flip(input, dims):
+    """``torch.flip``: a copy reversed along ``dims``. >>> tapegrad.flip(x, [0])"""
+    return _tensor("flip", input).flip(dims)
+
+
+def roll(input, shifts, dims=None):
+    """``torch.roll``: shifted with wrap-around. >>> tapegrad.roll(x, 1, 0)"""
+    return _tensor("roll", input).roll(shifts, dims)
+
+
+def index_select(input, dim, index):
+    """``torch.index_select``. >>> tapegrad.index_select(x, 0, idx)"""
+    return _tensor("index_select", input).index_select(dim, index)
+
+
+def narrow(input, dim, start, length):
+    """``torch.narrow``: a view. >>> tapegrad.narrow(x, 1, 0, 2)"""
+    return _tensor("narrow", input).narrow(dim, start, length)
+
+
+def nonzero(input, *, as_tuple=False):
+    """``torch.nonzero``. >>> tapegrad.nonzero(mask)"""
+    return _tensor("nonzero", input).nonzero(as_tuple=as_tuple)
+
+
+def argsort(input, dim=-1, descending=False, *, stable=False):
+    """``torch.argsort``. >>> tapegrad.argsort(x, dim=1)"""
+    return _tensor("argsort", input).argsort(dim, descending, stable)
+
+
+def lerp(input, end, weight):
+    """``torch.lerp``: ``input + weight * (end - input)``. >>> tapegrad.lerp(a, b, 0.3)"""
+    return _tensor("lerp", input).lerp(end, weight)
+
+
+def median(input, *args, **kwargs):
+    """``torch.median``: the lower median, or ``(values, indices)`` along ``dim``.
+    >>> tapegrad.median(x, 1).values"""
+    return _tensor("median", input).median(*args, **kwargs)
 
 
 def dot(input, tensor):

@@ -638,7 +638,35 @@ SKIP = {
 }
 ELSEWHERE = {("method", n) for n in _words(
         "__iadd__ __isub__ __imul__ __itruediv__ __setitem__ add_ sub_ mul_ div_ clamp_ copy_ "
-        "fill_ zero_")}
+        "fill_ zero_ abs_ sqrt_ exp_ log_ relu_ sigmoid_ tanh_ neg_ pow_ clamp_min_ "
+        "clamp_max_ lerp_ masked_fill_ index_fill_")}
+
+# ------------------------------------- PyTorch names added for ported scripts
+add("flip", unary, opts=((([0],), {}),))
+add("roll", unary, opts=(((1,), {}), ((1, 0), {}), ((-2, -1), {})))
+add("argsort", unary, unique=True, opts=(((), {}), ((), {"descending": True})))
+add("nonzero", unary, kinks=(0,))
+add("median", unary, unique=True)
+OPS[("fn", "diag")] = unary("fn", "diag", opts=(((), {}), ((1,), {}), ((-1,), {})))
+OPS[("fn", "diag_embed")] = unary("fn", "diag_embed", opts=(((), {}), ((1,), {})))
+method("clamp_min", unary, kinks=(0.5,), opts=(((0.5,), {}),))
+method("clamp_max", unary, kinks=(0.5,), opts=(((0.5,), {}),))
+_COVERED = "compared with torch in tests/test_torch_methods_vs_torch.py"
+_RANDOM = "random samples (tapegrad's stream is not torch's): shapes and dtypes in " \
+    "tests/test_torch_methods_vs_torch.py"
+SKIP.update({
+    **{(w, n): _COVERED for w in ("fn", "method") for n in _words(
+        "addmm narrow index_select lerp")},
+    **{("fn", n): _COVERED for n in _words("baddbmm")},
+    **{("method", n): _COVERED for n in _words("mm bmm where allclose detach_ squeeze_ "
+                                               "unsqueeze_")},
+    **{("method", n): _RANDOM for n in _words("normal_ uniform_ bernoulli_ random_ "
+                                              "exponential_")},
+    **{("fn", n): _RANDOM for n in _words("randperm multinomial bernoulli normal")},
+    **{("fn", n): "legacy constructors: " + _COVERED for n in _words(
+        "FloatTensor DoubleTensor HalfTensor LongTensor IntTensor ShortTensor CharTensor "
+        "ByteTensor BoolTensor")},
+})
 
 CASES = sorted(set(OPS) | set(OPS_TT))
 
@@ -649,4 +677,5 @@ def spec(key, variant):
 
 def variants(key):
     return [v for v, table in (("", OPS), ("tensor", OPS_TT)) if key in table]
+
 

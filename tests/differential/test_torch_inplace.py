@@ -81,6 +81,14 @@ OPS = {
     "setitem_slice_number": (None, lambda L, v, b, cs: v.__setitem__(slice(1, None), -1.5)),
     "setitem_advanced": (_first_index, lambda L, v, b, cs: v.__setitem__(cs[0], b)),
     "setitem_bool": (_mask_values, lambda L, v, b, cs: v.__setitem__(cs[1], b)),
+    "masked_fill_": (None, lambda L, v, b, cs: v.masked_fill_(cs[1], 1.5)),
+    "index_fill_": (None, lambda L, v, b, cs: v.index_fill_(0, cs[0], 1.5)),
+    "lerp_": (_same, lambda L, v, b, cs: v.lerp_(b, 0.3)),
+    "pow_": (None, lambda L, v, b, cs: v.pow_(2)),
+    **{name: (None, lambda L, v, b, cs, name=name, args=args: getattr(v, name)(*args))
+       for name, args in (("abs_", ()), ("sqrt_", ()), ("exp_", ()), ("log_", ()),
+                          ("relu_", ()), ("sigmoid_", ()), ("tanh_", ()), ("neg_", ()),
+                          ("clamp_min_", (0.5,)), ("clamp_max_", (-0.5,)))},
 }
 DTYPES = ("float64", "float32", "int64")
 
