@@ -1,4 +1,12 @@
-"""Samplers: the order in which a DataLoader visits a dataset's indices.
+"""Samplers, as ``torch.utils.data``'s: the order in which a DataLoader visits a
+dataset's indices (:class:`BatchSampler`: in which batches).
+
+Randomness comes from ``generator=`` -- a ``numpy.random.Generator`` (tapegrad's
+generators are NumPy ones: ``tapegrad.random.get_generator()``,
+``numpy.random.default_rng(seed)``) -- or, when it is None, from tapegrad's global
+CPU generator, so ``tapegrad.manual_seed(s)`` makes every sampler repeatable. The
+draws are NumPy's, not PyTorch's random stream; counts, coverage and lengths are
+PyTorch's.
 
 :class:`DistributedSampler` gives each rank of a data-parallel job its own
 shard, with PyTorch's rules: every rank gets the same number of indices (the
@@ -8,13 +16,37 @@ so no rank runs out of batches before the others and stalls them.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..device import cpu, to_host
+from ..errors import ArgumentError, ArgumentTypeError, ShapeError
+from ..random import get_generator
+from ..tensor import Tensor, _wrap
 
-__all__ = ["Sampler", "SequentialSampler", "DistributedSampler"]
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
+           "WeightedRandomSampler", "BatchSampler", "DistributedSampler"]
+
+
+def _check_generator(generator, who: str) -> None:
+    if generator is not None and not isinstance(generator, np.random.Generator):
+        raise ArgumentTypeError(
+            f"{who}: generator must be a numpy.random.Generator (e.g. "
+            f"numpy.random.default_rng(seed) or tapegrad.random.get_generator()) or None for "
+            f"tapegrad's global generator (seeded by tapegrad.manual_seed); got "
+            f"{type(generator).__module__}.{type(generator).__name__}")
+
+
+def _generator(generator, who: str) -> np.random.Generator:
+    """``generator`` itself, or tapegrad's global CPU generator when it is None."""
+    _check_generator(generator, who)
+    return get_generator(cpu) if generator is None else generator
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 class Sampler:
@@ -38,6 +70,168 @@ class SequentialSampler(Sampler):
 
     def __len__(self) -> int:
         return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A random order of ``data_source``'s indices, as PyTorch's.
+
+    Without ``replacement``: a permutation (``num_samples`` beyond the length
+    chains further permutations; fewer takes the start of one); with it,
+    ``num_samples`` independent uniform draws. A new order on every ``iter()``.
+
+    >>> loader = DataLoader(ds, batch_size=32, sampler=RandomSampler(ds, num_samples=1000,
+    ...                                                              replacement=True))
+    """
+
+    def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None,
+                 generator=None):
+        if not isinstance(replacement, bool):
+            raise ArgumentTypeError(f"RandomSampler: replacement must be a bool, got "
+                                    f"{replacement!r}")
+        _check_generator(generator, "RandomSampler")
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        self.generator = generator
+        if not _is_int(self.num_samples) or self.num_samples <= 0:
+            raise ArgumentError(f"RandomSampler: num_samples must be a positive int, got "
+                                f"{self.num_samples!r}" + (" (the dataset is empty)"
+                                                           if num_samples is None else ""))
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def _draw(self, gen) -> np.ndarray:
+        n, k = len(self.data_source), int(self.num_samples)
+        if n == 0:
+            raise ArgumentError("RandomSampler: cannot draw from an empty data source")
+        if self.replacement:
+            return gen.integers(0, n, size=k)
+        perms = [gen.permutation(n) for _ in range(k // n)]
+        if k % n:  # PyTorch always draws this last one; skipping it keeps k == n to one draw
+            perms.append(gen.permutation(n)[:k % n])
+        return np.concatenate(perms)
+
+    def __iter__(self):
+        return iter(self._draw(_generator(self.generator, "RandomSampler")).tolist())
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class _EpochSeededSampler(RandomSampler):
+    """``DataLoader(shuffle=True, seed=s)``'s sampler: epoch e's permutation depends
+    on ``(s, e)`` alone, so a run resumes with ``set_epoch``."""
+
+    def __init__(self, data_source, seed: int):
+        super().__init__(data_source)
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __iter__(self):
+        gen = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(self.epoch,)))
+        return iter(gen.permutation(len(self.data_source)).tolist())
+
+
+class SubsetRandomSampler(Sampler):
+    """The given ``indices`` in a random order, a new one on every ``iter()``.
+
+    >>> train = SubsetRandomSampler(range(0, 50000)); val = SubsetRandomSampler(range(50000, 60000))
+    """
+
+    def __init__(self, indices, generator=None):
+        _check_generator(generator, "SubsetRandomSampler")
+        self.indices = indices
+        self.generator = generator
+
+    def __iter__(self):
+        gen = _generator(self.generator, "SubsetRandomSampler")
+        for i in gen.permutation(len(self.indices)).tolist():
+            yield self.indices[i]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices of ``[0, len(weights))`` drawn with probability
+    proportional to ``weights`` (with ``replacement``, or each index at most once).
+
+    Weights are checked here (1-D, finite, >= 0, a positive sum, enough nonzero ones
+    without replacement); PyTorch checks them when iterating.
+
+    >>> counts = np.bincount(labels); w = 1.0 / counts[labels]   # balance the classes
+    >>> sampler = WeightedRandomSampler(w, num_samples=len(w))
+    """
+
+    def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None):
+        if not _is_int(num_samples) or num_samples <= 0:
+            raise ArgumentError(f"WeightedRandomSampler: num_samples must be a positive int, "
+                                f"got {num_samples!r}")
+        if not isinstance(replacement, bool):
+            raise ArgumentError(f"WeightedRandomSampler: replacement must be a bool, got "
+                                f"{replacement!r}")
+        _check_generator(generator, "WeightedRandomSampler")
+        w = to_host(weights.data if isinstance(weights, Tensor) else weights)
+        w = np.asarray(w, dtype=np.float64)
+        if w.ndim != 1:
+            raise ShapeError(f"WeightedRandomSampler: weights must be a 1-D sequence, got shape "
+                             f"{w.shape}")
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+            raise ArgumentError("WeightedRandomSampler: weights must be finite and >= 0 with a "
+                                "positive sum")
+        if not replacement and num_samples > np.count_nonzero(w):
+            raise ArgumentError(f"WeightedRandomSampler: without replacement num_samples "
+                                f"({num_samples}) cannot exceed the number of nonzero weights "
+                                f"({np.count_nonzero(w)})")
+        self.weights = _wrap(w, cpu, None, 0, False)  # a float64 Tensor, as PyTorch's
+        self.num_samples = int(num_samples)
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self):
+        w = self.weights.data
+        gen = _generator(self.generator, "WeightedRandomSampler")
+        drawn = gen.choice(w.size, size=self.num_samples, replace=self.replacement, p=w / w.sum())
+        return iter(drawn.tolist())
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    """Lists of ``batch_size`` consecutive indices of ``sampler`` (any iterable of
+    indices); ``drop_last`` drops a shorter last list.
+
+    >>> list(BatchSampler(SequentialSampler(range(10)), batch_size=3, drop_last=False))
+    [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+    """
+
+    def __init__(self, sampler, batch_size: int, drop_last: bool):
+        if not _is_int(batch_size) or batch_size <= 0:
+            raise ArgumentError(f"BatchSampler: batch_size must be a positive int, got "
+                                f"{batch_size!r}")
+        if not isinstance(drop_last, (bool, np.bool_)):
+            raise ArgumentError(f"BatchSampler: drop_last must be a bool, got {drop_last!r}")
+        self.sampler = sampler
+        self.batch_size = int(batch_size)
+        self.drop_last = bool(drop_last)
+
+    def __iter__(self):
+        it = iter(self.sampler)
+        while True:
+            batch = list(itertools.islice(it, self.batch_size))
+            if not batch or (self.drop_last and len(batch) < self.batch_size):
+                return
+            yield batch
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
 
 class DistributedSampler(Sampler):
