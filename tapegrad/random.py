@@ -10,6 +10,7 @@ import numpy as np
 
 from . import device as _device
 from .device import cpu, get_device
+from .errors import DeviceError
 
 _seed = None
 _generators: dict = {}
@@ -62,3 +63,46 @@ def _new_generator(dev, seed):
         return np.random.default_rng(seq)
     with dev.use():  # CuPy's Generator takes an integer seed
         return dev.xp.random.default_rng(int(seq.generate_state(1)[0]))
+
+
+class Generator(np.random.Generator):
+    """PyTorch's ``torch.Generator`` for the CPU: a NumPy ``Generator`` (PCG64) that
+    ``DataLoader``, ``random_split`` and the samplers take as ``generator=``.
+
+    >>> train, val = random_split(ds, [0.8, 0.2], generator=tg.Generator().manual_seed(42))
+
+    Seeded as PyTorch's (``manual_seed`` returns the generator; a new one starts
+    from PyTorch's default seed 67280421310721), it gives one stream per seed, but
+    not PyTorch's numbers.
+    """
+
+    _DEFAULT_SEED = 67280421310721
+
+    def __init__(self, device="cpu"):
+        dev = get_device(device)
+        if dev is not cpu:
+            raise DeviceError(f"Generator(device={device!r}): only CPU generators; the GPU "
+                              "draws from tapegrad's own stream (tapegrad.cuda.manual_seed)")
+        super().__init__(np.random.PCG64(self._DEFAULT_SEED))
+        self.device = dev
+        self._initial = self._DEFAULT_SEED
+
+    def manual_seed(self, seed: int) -> Generator:
+        self._initial = int(seed)
+        self.bit_generator.state = np.random.PCG64(self._initial).state
+        return self
+
+    def initial_seed(self) -> int:
+        return self._initial
+
+    def seed(self) -> int:
+        """Reseed from fresh OS entropy; the new seed is returned, as PyTorch's."""
+        return self.manual_seed(int(np.random.SeedSequence().generate_state(1, np.uint64)[0]
+                                    >> 1)).initial_seed()
+
+    def get_state(self) -> dict:
+        return self.bit_generator.state
+
+    def set_state(self, state: dict) -> Generator:
+        self.bit_generator.state = state
+        return self

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.errors import ArgumentTypeError
+from tapegrad.errors import ArgumentTypeError, DeviceError
 
 
 @pytest.mark.parametrize("reduce", [lambda x: x.sum(), lambda x: x.mean(), lambda x: x.max(),
@@ -82,3 +82,24 @@ def test_ops_are_silent_about_inf_and_nan_as_torch_and_user_numpy_still_warns():
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["[nan] [nan]", "user warned"]
+
+
+def test_a_generator_seeds_random_split_and_the_loader_as_torch_scripts_do():
+    from tapegrad.data import DataLoader, TensorDataset, random_split
+
+    ds = TensorDataset(tg.arange(10.0))
+    a, b = random_split(ds, [0.8, 0.2], generator=tg.Generator().manual_seed(42))
+    c, d = random_split(ds, [0.8, 0.2], generator=tg.Generator().manual_seed(42))
+    assert list(a.indices) == list(c.indices) and len(b) == 2
+    assert sorted(list(a.indices) + list(b.indices)) == list(range(10))
+    first = [next(iter(DataLoader(ds, batch_size=4, shuffle=True,
+                                  generator=tg.Generator().manual_seed(1))))[0].tolist()
+             for _ in range(2)]
+    assert first[0] == first[1]
+    g = tg.Generator()
+    assert g.initial_seed() == 67280421310721 and g.manual_seed(5) is g
+    state = g.get_state()
+    x = g.random()
+    assert g.set_state(state).random() == x
+    with pytest.raises(DeviceError):  # no GPU: its DeviceError; with one, "only CPU"
+        tg.Generator("cuda")

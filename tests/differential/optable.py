@@ -633,6 +633,7 @@ SKIP = {
     **{k: "the environment surface: tests/device/test_torch_environment.py" for k in (
         ("fn", "device"), ("method", "is_cpu"), ("method", "is_mps"), ("method", "is_xpu"))},
     ("method", "__index__"): "a Python protocol: tests/test_torch_idioms.py",
+    ("fn", "Generator"): "a random stream, not torch's: tests/test_torch_idioms.py",
     ("fn", "save"): "checkpoint files: formats differ by design (tests/test_serialization.py)",
     ("fn", "load"): "checkpoint files: formats differ by design (tests/test_serialization.py)",
 }
