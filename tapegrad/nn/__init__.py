@@ -31,6 +31,7 @@ from .activation import (
     Tanh,
     Tanhshrink,
 )
+from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv2d, ConvTranspose2d
 from .linear import Dropout, Dropout2d, Flatten, Identity, Linear, Unflatten
@@ -51,6 +52,13 @@ from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .resample import PixelShuffle, PixelUnshuffle, Upsample
 from .sparse import Embedding
 from .sync_batchnorm import SyncBatchNorm
+from .transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "Module", "Parameter", "StateDictError", "IncompatibleKeys", "Sequential", "ModuleList",
@@ -66,4 +74,6 @@ __all__ = [
     "KLDivLoss", "MarginRankingLoss", "CosineEmbeddingLoss", "TripletMarginLoss",
     "CosineSimilarity", "init", "utils",
     "functional", "SyncBatchNorm", "parallel",
+    "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer",
 ]

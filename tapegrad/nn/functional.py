@@ -211,3 +211,7 @@ def mish(input, inplace=False):  # noqa: A002 - PyTorch's names
 # F.adaptive_avg_pool2d, F.adaptive_max_pool2d, F.interpolate, F.pixel_shuffle and
 # F.pixel_unshuffle are the ops themselves (from the star import above), with PyTorch's
 # signatures, ``input=`` included.
+
+
+# ------------------------------------------------------------------- attention
+from .attention import scaled_dot_product_attention  # noqa: E402, F401 - PyTorch's F name
