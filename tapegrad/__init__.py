@@ -48,6 +48,7 @@ from .creation import (
 from .device import Device, cupy_available, get_array_module, get_device
 from .device.host_memory import tune_malloc
 from .device.threads import get_num_threads, set_num_threads
+from .printing import set_printoptions
 from .random import Generator, manual_seed
 from .tape import Function, backward, enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, _bind_operators, get_default_dtype, set_default_dtype, tensor
@@ -155,7 +156,7 @@ __all__ = [
     "Tensor", "tensor", "Function", "backward", "grad", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "set_default_dtype", "get_default_dtype",
     "Device", "device", "get_device", "get_array_module", "cupy_available", "manual_seed",
-    "Generator",
+    "Generator", "set_printoptions",
     "zeros", "ones", "full", "empty", "eye", "arange", "linspace", "randn", "rand", "randint",
     "zeros_like", "ones_like", "full_like", "randn_like", "rand_like", "from_numpy",
     "as_tensor", "is_tensor", "cat", "concatenate", "stack", "where", "flatten", "reshape",

@@ -10,6 +10,7 @@ from . import tape
 from .device import Device, cpu, device_of_array, get_device, to_host
 from .dtypes import as_dtype, check_differentiable, fit_number
 from .errors import ArgumentError, ArgumentTypeError, DeviceError, DTypeError, GraphError, describe
+from .printing import tensor_repr
 from .tape import is_grad_enabled, no_grad
 from .tensor_methods import TensorMethods, ValuesIndices  # noqa: F401  (re-exported)
 
@@ -320,17 +321,15 @@ class Tensor(TensorMethods):
             yield self[i]
 
     def __repr__(self):
-        body = np.array2string(self._host(), separator=", ", prefix="tensor(")
+        """PyTorch's layout (tapegrad/printing.py): ``tensor([1.5000, 2.0000])``."""
         extra = []
-        if self.dtype != _default_dtype and self.dtype.kind == "f" or self.dtype.kind != "f":
-            extra.append(f"dtype={self.dtype}")
         if self.device is not cpu:
             extra.append(f"device='{self.device}'")
         if self._node is not None:
             extra.append(f"grad_fn=<{self._node.name}>")
         elif self.requires_grad:
             extra.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+        return tensor_repr(self._host(), _default_dtype, extra)
 
     __hash__ = object.__hash__
 

@@ -65,7 +65,8 @@ def test_repr():
     r = repr(tg.tensor([1.0], requires_grad=True) * 2.0)
     assert "grad_fn=<Mul>" in r
     assert "dtype=float64" in repr(tg.tensor(np.ones(1)))
-    assert "dtype=int64" in repr(tg.tensor([1]))
+    assert repr(tg.tensor([1])) == "tensor([1])"  # as PyTorch: int64 and bool unnamed
+    assert repr(tg.tensor([1], dtype="int32")) == "tensor([1], dtype=int32)"
 
 
 def test_operators_match_numpy_and_reflect():
