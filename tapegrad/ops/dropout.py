@@ -155,10 +155,19 @@ def dropout2d(x, p=0.5, training=True):
     """
     op = "dropout2d"
     _check_p(op, p)
-    if not isinstance(x, Tensor) or x.ndim != 4:
+    if not isinstance(x, Tensor) or x.ndim not in (2, 3, 4):
         raise ShapeError(f"{op}: expects an (N, C, H, W) input, got {describe(x)}; for "
                          "(C, H, W) add the batch axis with x.unsqueeze(0)")
     check_float(op, x)
+    if x.ndim < 4:  # PyTorch 2.13's deprecated readings, with its warnings
+        import warnings
+
+        warnings.warn(f"dropout2d: a {x.ndim}-D input is read as PyTorch 2.13 reads it: "
+                      + ("elementwise dropout (use dropout)" if x.ndim == 2 else
+                         "(N, C, L), channel-wise 1-D dropout, not an unbatched (C, H, W) "
+                         "(use x.unsqueeze(0) for that)"), UserWarning, stacklevel=2)
     if not training or p == 0:
         return x
-    return Dropout.apply(x, _make_mask(x, float(p), x.shape[:2] + (1, 1)))  # (N, C, 1, 1)
+    # one draw per (image, channel): (N, C, 1, 1); a 3-D input (N, C, 1); 2-D elementwise
+    keep = x.shape if x.ndim == 2 else x.shape[:2] + (1,) * (x.ndim - 2)
+    return Dropout.apply(x, _make_mask(x, float(p), keep))

@@ -134,6 +134,16 @@ def test_dropout2d_drops_whole_channels():
     assert ops.dropout2d(x, 0.5, training=False) is x
     assert (ops.dropout2d(x, 1.0).numpy() == 0).all()
     with pytest.raises(ShapeError, match="N, C, H, W"):
-        ops.dropout2d(tg.ones(8, 3, 3), 0.5)
+        ops.dropout2d(tg.ones(8), 0.5)
     with pytest.raises(ArgumentError, match="probability"):
         ops.dropout2d(x, 1.5)
+
+
+def test_dropout2d_reads_2d_and_3d_inputs_as_pytorch_2_13_with_its_warning():
+    tg.manual_seed(0)
+    with pytest.warns(UserWarning, match="elementwise"):
+        y = ops.dropout2d(tg.ones(64, 50), 0.5).numpy()  # as dropout
+    assert 0.3 < (y == 0).mean() < 0.7 and not ((y == 0).all(1) | (y != 0).all(1)).all()
+    with pytest.warns(UserWarning, match=r"\(N, C, L\)"):
+        z = ops.dropout2d(tg.ones(16, 8, 5), 0.5).numpy()  # channel-wise over L
+    assert ((z == 0).all(-1) | (z == 2).all(-1)).all() and 0.3 < (z == 0).mean() < 0.7
