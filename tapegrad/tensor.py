@@ -40,7 +40,7 @@ def _wrap(data, device, node, out_nr, requires_grad):
     object the op returned (a NumPy scalar from a full reduction too): the tape
     tells a saved output from a constant by identity."""
     t = _new(Tensor)
-    t.data = data
+    t.array = data
     t.device = device
     t.requires_grad = requires_grad
     t.grad = None
@@ -100,7 +100,7 @@ class Tensor(TensorMethods):
     results of recorded ops point at their tape entry (``grad_fn``).
     """
 
-    __slots__ = ("data", "device", "requires_grad", "grad", "_node", "_out_nr", "_version",
+    __slots__ = ("array", "device", "requires_grad", "grad", "_node", "_out_nr", "_version",
                  "_base", "__weakref__",
                  "_chain", "_views")  # views only (tape.py): set there, read with getattr
     __array_ufunc__ = None  # make ndarray <op> Tensor defer to our reflected operators
@@ -108,7 +108,7 @@ class Tensor(TensorMethods):
 
     def __init__(self, data, dtype=None, device="cpu", requires_grad=False):
         dev = get_device(device)
-        self.data = _to_array(data, dtype, dev)
+        self.array = _to_array(data, dtype, dev)
         self.device = dev
         self.requires_grad = False
         self.grad = None
@@ -120,6 +120,14 @@ class Tensor(TensorMethods):
             self.requires_grad_(True)
 
     # ---------------------------------------------------------- properties
+    @property
+    def data(self):
+        return self.array
+
+    @data.setter
+    def data(self, value):
+        self.array = value
+
     @property
     def shape(self):
         return self.data.shape
