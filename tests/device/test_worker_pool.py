@@ -210,6 +210,31 @@ def _same_bits_at_1_and_2_threads(fn, arrays, monkeypatch=None, block_bytes=8192
         assert sorted(gemms) == at_one, "GEMM shapes (M, K, N) differ at 2 threads"
 
 
+_ARCH = "from threadpoolctl import threadpool_info; import numpy; print([i['architecture'] " \
+    "for i in threadpool_info() if i['user_api'] == 'blas'])"
+
+
+def test_the_same_bits_hold_on_avx2_haswell_kernels_too():
+    """CI machines differ in their OpenBLAS kernels (AVX2 Haswell on AMD EPYC, AVX-512
+    SkylakeX on Xeon), and a conv once kept its bits across thread counts on one and
+    not the other. Run this file's bitwise tests again with OpenBLAS forced to its
+    Haswell kernels (every x86-64 CPU here has AVX2), so each machine checks both."""
+    pytest.importorskip("threadpoolctl")
+    import platform
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("OpenBLAS's Haswell kernels are x86-64's")
+    env = dict(os.environ, OPENBLAS_CORETYPE="Haswell")
+    arch = subprocess.run([sys.executable, "-c", _ARCH], env=env, capture_output=True,
+                          text=True, timeout=60)
+    if "Haswell" not in arch.stdout:
+        pytest.skip(f"NumPy's BLAS does not take OPENBLAS_CORETYPE: {arch.stdout.strip()}")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          __file__, "-k", "bitwise"], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert " passed" in out.stdout and "deselected" in out.stdout
+
+
 @pytest.mark.parametrize("block_bytes", [8192, 1 << 17])
 @pytest.mark.parametrize("xs, ws, kw", _CONVS)
 def test_conv2d_is_bitwise_equal_at_every_thread_count(two_threads, xs, ws, kw, block_bytes,
