@@ -6,7 +6,8 @@ PReLU), reduction, shape, linalg (the core), and
 the layer set: conv, pool, normalization (batch, layer and group norm),
 localnorm (LRN, MatConvNet's spnorm and noffset), losses, pairwise (losses and
 similarities between two inputs), vl_loss (MatConvNet's vl_nnloss), dropout,
-distance, embedding, resample (adaptive pooling, interpolation, pixel shuffle).
+distance, embedding, resample (adaptive pooling, interpolation, pixel shuffle),
+rnn (the recurrent cells and one layer's step loop).
 No family module shares a name with an op (``ops.loss`` is MatConvNet's loss
 function, ``ops.norm`` a vector norm).
 """
@@ -26,6 +27,7 @@ from . import (
     pool,
     reduction,
     resample,
+    rnn,
     shape,
     smooth,
     vl_loss,
@@ -33,7 +35,7 @@ from . import (
 
 FAMILIES = (elementwise, activation, smooth, reduction, shape, linalg, conv, pool,
             normalization, localnorm, losses, vl_loss, dropout, distance, embedding, resample,
-            pairwise)
+            pairwise, rnn)
 __all__ = [name for fam in FAMILIES for name in fam.__all__]
 
 from .activation import *  # noqa: E402, F403
@@ -51,6 +53,7 @@ from .pairwise import *  # noqa: E402, F403
 from .pool import *  # noqa: E402, F403
 from .reduction import *  # noqa: E402, F403
 from .resample import *  # noqa: E402, F403
+from .rnn import *  # noqa: E402, F403
 from .shape import *  # noqa: E402, F403
 from .smooth import *  # noqa: E402, F403
 from .vl_loss import *  # noqa: E402, F403
