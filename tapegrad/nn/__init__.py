@@ -50,6 +50,7 @@ from .pairwise import (
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .resample import PixelShuffle, PixelUnshuffle, Upsample
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .sparse import Embedding
 from .sync_batchnorm import SyncBatchNorm
 from .transformer import (
@@ -76,4 +77,5 @@ __all__ = [
     "functional", "SyncBatchNorm", "parallel",
     "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
     "TransformerEncoderLayer", "TransformerDecoderLayer",
+    "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
 ]

@@ -1,14 +1,16 @@
-"""Gradient utilities: clipping by global norm or by value."""
+"""Gradient utilities (clipping by global norm or by value) and :mod:`.rnn`, padded
+and packed sequence batches."""
 
 from __future__ import annotations
 
 import math
 
-from ..errors import NonFiniteError
-from ..ops.reduction import upcast
-from ..tensor import Tensor, _wrap
+from ...errors import NonFiniteError
+from ...ops.reduction import upcast
+from ...tensor import Tensor, _wrap
+from . import rnn
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "rnn"]
 
 
 def _grads(parameters):
@@ -30,7 +32,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
     grads = _grads(parameters)
     norm_type = float(norm_type)
     if not grads:
-        from ..creation import zeros
+        from ...creation import zeros
         return zeros(())
     xp, dev = grads[0].device.xp, grads[0].device
     dtype = grads[0].dtype
