@@ -5,7 +5,7 @@ with the same state_dict (float64), padded and packed, where torch is installed.
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import tapegrad as tg
@@ -164,7 +164,6 @@ def _grads(tm, gm, inputs):
         np.testing.assert_allclose(g.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-11)
 
 
-@settings(max_examples=25, deadline=None)
 @given(kind=st.sampled_from(["LSTM", "GRU", "RNN_tanh", "RNN_relu"]),
        layers=st.integers(1, 3), bidirectional=st.booleans(), batch_first=st.booleans(),
        bias=st.booleans(), proj=st.booleans(), with_hx=st.booleans(),
@@ -208,7 +207,6 @@ def test_layers_match_torch(kind, layers, bidirectional, batch_first, bias, proj
     _grads(tm, gm, inputs)
 
 
-@settings(max_examples=15, deadline=None)
 @given(kind=st.sampled_from(["LSTM", "GRU", "RNN"]), bidirectional=st.booleans(),
        batch_first=st.booleans(), enforce_sorted=st.booleans(),
        lengths=st.lists(st.integers(1, 5), min_size=1, max_size=4), seed=st.integers(0, 999))
