@@ -138,7 +138,8 @@ _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tapegrad\."
 tune_malloc()  # large temporaries reuse heap memory instead of page-faulting (see its doc)
 
 _SUBMODULES = {"nn", "optim", "data", "testing", "distributed", "utils", "autograd", "onnx",
-               "compat", "cuda", "accelerator", "backends", "hub"}
+               "compat", "cuda", "accelerator", "backends", "hub",
+               "serialization"}  # tg.serialization.add_safe_globals, as torch.serialization
 _LAZY = {"save": "serialization", "load": "serialization", "memory_report": "memory"}
 
 

@@ -1,4 +1,5 @@
-"""``tapegrad.save`` / ``tapegrad.load``: state dicts to ``.npz``, without pickle.
+"""``tapegrad.save`` / ``tapegrad.load``: state dicts and whole modules to ``.npz``,
+without pickle.
 
 A checkpoint is an ordinary NumPy ``.npz`` archive: every Tensor or array is
 one entry (named after its key path, so ``np.load`` shows
@@ -18,6 +19,31 @@ per call (``load(path, max_bytes=8 << 30)``) for a checkpoint you trust.
 ...                "epoch": 3}, "ckpt.npz")
 >>> ckpt = tapegrad.load("ckpt.npz")
 >>> model.load_state_dict(ckpt["model"])
+
+Whole modules (``torch.save(model, path)``) are stored as data too, never as
+code: each module's class as ``"module.qualname"``, its parameters and buffers
+(array entries named by their path, ``encoder.0.weight``), its submodules, its
+training flag, and its other attributes: numbers, strings, bools, None,
+dtypes, devices, module-level functions and classes (by name), tensors, and
+lists/tuples/dicts of them. Anything else (a lambda, an open file, an object of
+another class) is refused at save, naming the attribute's path. Shared
+submodules and tied parameters stay shared. Hooks are not saved (a loaded
+module has none), as optimizer state is not: save ``opt.state_dict()`` beside it.
+
+Loading rebuilds each module with ``cls.__new__(cls)`` and ``Module.__init__``,
+then restores its registries and attributes; the class's own ``__init__`` never
+runs. A class is only ever looked up in an allow-list, never imported by the
+name in the file: every class of ``tapegrad.nn``, the functions of
+``tapegrad.ops`` / ``tapegrad.nn.functional``, and what
+:func:`add_safe_globals` registered (your own ``nn.Module`` subclasses; also
+:func:`safe_globals` for a ``with`` block, :func:`get_safe_globals`,
+:func:`clear_safe_globals`). As in PyTorch 2.6+, ``load``'s default
+``weights_only=True`` refuses whole modules (unless every class and function
+the file names was registered): pass ``weights_only=False`` for a file you trust.
+
+>>> tapegrad.save(model, "model.npz")
+>>> tapegrad.serialization.add_safe_globals([Net])
+>>> model = tapegrad.load("model.npz", weights_only=False)
 """
 
 from __future__ import annotations
@@ -32,15 +58,25 @@ import zipfile
 
 import numpy as np
 
+from . import serialization_modules as _modules
 from .device import Device, cpu, device_of_array, get_device, to_host
-from .errors import ArgumentError, SerializationError
+from .errors import ArgumentError, ArgumentTypeError, SerializationError
+from .nn.module import Module
+from .serialization_modules import (
+    add_safe_globals,
+    clear_safe_globals,
+    get_safe_globals,
+    safe_globals,
+)
+from .serialization_modules import where as _where
 from .tensor import Tensor, _wrap
 
-__all__ = ["save", "load", "SerializationError"]
+__all__ = ["save", "load", "SerializationError", "add_safe_globals", "get_safe_globals",
+           "clear_safe_globals", "safe_globals"]
 
 _META = "__tapegrad__"
 _FORMAT = "tapegrad-npz"
-_VERSION = 1
+_VERSION = 2  # 2: module trees (written only where a file holds one; 1 otherwise)
 
 MAX_BYTES = 1 << 30
 """Default ``max_bytes`` of :func:`load`: the most bytes the archive's compressed
@@ -62,6 +98,8 @@ _UNSAFE = str.maketrans({"/": "_", "\\": "_", "\x00": "_"})  # in entry names
 class _Encoder:
     def __init__(self):
         self.arrays: dict[str, np.ndarray] = {}
+        self.modules_state = _modules.Encoding()
+        self.version = 1
 
     def _name(self, path):
         base = ".".join(str(p) for p in path) or "value"
@@ -80,10 +118,12 @@ class _Encoder:
                                      f"{MAX_DEPTH} levels deep (at {_where(path[:3])}...); "
                                      "flatten it")
         if isinstance(obj, Tensor):
-            name = self._name(path)
-            self.arrays[name] = to_host(obj.data)
-            return {"$tensor": name, "requires_grad": bool(obj.requires_grad)}
-        if (hasattr(obj, "__array_interface__") or hasattr(obj, "__cuda_array_interface__")
+            node = _modules.encode_tensor(self, obj, path)  # inside a module tree
+            if node is not None:
+                return node
+            return {"$tensor": self.store(obj, path), "requires_grad": bool(obj.requires_grad)}
+        if not isinstance(obj, type) and (  # np.float64 the class has the attribute too
+                hasattr(obj, "__array_interface__") or hasattr(obj, "__cuda_array_interface__")
                 or device_of_array(obj) is not cpu):
             arr = to_host(obj)
             if arr.dtype == object:
@@ -109,19 +149,30 @@ class _Encoder:
         if isinstance(obj, (list, tuple)):
             enc = [self.encode(v, (*path, i)) for i, v in enumerate(obj)]
             return enc if isinstance(obj, list) else {"$tuple": enc}
+        if isinstance(obj, Module):
+            self.version = 2
+            return _modules.encode_module(self, obj, path)
+        node = _modules.encode_other(obj, path)  # a dtype, device, function or class
+        if node is not None:
+            self.version = 2
+            return node
         raise SerializationError(
             f"save: cannot store a {type(obj).__name__} at {_where(path)}: checkpoints hold "
-            "Tensors, arrays, numbers, strings, None, and dicts/lists/tuples of them "
-            "(a Module? save module.state_dict() instead)")
+            "Tensors, arrays, numbers, strings, None, dtypes, devices, nn.Modules, "
+            "module-level functions and classes, and dicts/lists/tuples of them (in a "
+            "module's attribute? keep it out of the module, or save module.state_dict())")
 
-
-def _where(path):
-    return "the top level" if not path else "key " + ".".join(str(p) for p in path)
+    def store(self, t, path):
+        """A new array entry for Tensor ``t``; its name."""
+        name = self._name(path)
+        self.arrays[name] = to_host(t.array)
+        return name
 
 
 def save(obj, f) -> None:
-    """Write ``obj`` (a state dict, or nested dicts/lists of Tensors, arrays and
-    small metadata) to ``f`` (a path or a binary file object) as ``.npz``.
+    """Write ``obj`` (a state dict, a whole ``nn.Module``, or nested dicts/lists of
+    Tensors, arrays, modules and small metadata) to ``f`` (a path or a binary file
+    object) as ``.npz``.
 
     Device arrays are copied to the host. A path is written atomically and
     durably: to ``<path>.tmp<pid>``, flushed to disk, renamed into place, and
@@ -131,7 +182,7 @@ def save(obj, f) -> None:
     """
     enc = _Encoder()
     tree = enc.encode(obj, ())
-    meta = json.dumps({"format": _FORMAT, "version": _VERSION, "tree": tree})
+    meta = json.dumps({"format": _FORMAT, "version": enc.version, "tree": tree})
     entries = {_META: np.array(meta), **enc.arrays}
     if hasattr(f, "write"):
         np.savez(f, **entries)
@@ -196,13 +247,25 @@ def _sync_folder(path):
 
 
 def _bad(f, why):
-    name = getattr(f, "name", f)
-    return SerializationError(f"load: {name!s} is not a readable tapegrad checkpoint: {why}")
+    return _refuse(f, f"is not a readable tapegrad checkpoint: {why}")
 
 
-def load(f, map_location=None, *, device=None, max_bytes: int = MAX_BYTES,
+def _refuse(f, why):
+    return SerializationError(f"load: {getattr(f, 'name', f)!s} {why}")
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None = None,
+         mmap: bool | None = None, device=None, max_bytes: int = MAX_BYTES,
          max_entries: int = MAX_ENTRIES, max_depth: int = MAX_DEPTH):
     """Read a checkpoint written by :func:`save`.
+
+    ``weights_only`` (PyTorch's; ``None`` means True, as in PyTorch 2.6+):
+    tensors, arrays and plain data load either way; a whole module loads with
+    ``weights_only=False``, its classes taken only from the allow-list (see the
+    module docstring and :func:`add_safe_globals`), or with True where every
+    class and function it names was registered. ``pickle_module`` must be None:
+    nothing is ever unpickled. ``mmap`` is accepted for PyTorch's signature; the
+    arrays are read into memory either way.
 
     Tensors come back as Tensors on ``map_location`` (PyTorch's name; or
     ``device=``, the same): ``"cpu"`` (the default), ``"cuda"``, ``"cuda:N"``
@@ -218,17 +281,27 @@ def load(f, map_location=None, *, device=None, max_bytes: int = MAX_BYTES,
     - ``max_bytes``: total bytes the compressed entries may inflate to (files
       from :func:`save` are uncompressed; their arrays are bounded by the file
       size, which this does not limit);
-    - ``max_entries``: entries in the zip archive;
-    - ``max_depth``: nesting of dicts/lists/tuples in the metadata.
+    - ``max_entries``: entries in the zip archive, and modules plus their
+      parameters, buffers, submodules and attributes in its module trees;
+    - ``max_depth``: nesting of dicts/lists/tuples (and of modules) in the metadata.
     """
+    if pickle_module is not None:
+        raise ArgumentError(f"load: pickle_module={pickle_module!r}, but tapegrad checkpoints "
+                            "are never unpickled (nor pickled); pass pickle_module=None")
+    if mmap is not None and not isinstance(mmap, bool):
+        raise ArgumentTypeError(f"load: mmap must be None or a bool, got {mmap!r}")
+    if weights_only is not None and not isinstance(weights_only, bool):
+        raise ArgumentTypeError(f"load: weights_only must be None or a bool, got "
+                                f"{weights_only!r}")
     dev = _load_device(map_location, device)
-    limits = (max_bytes, max_entries, max_depth)
+    opts = (max_bytes, max_entries, max_depth, weights_only is not False)
     if hasattr(f, "read"):
-        tree, arrays = _read_checked(f, f, limits)
+        reader = _read_checked(f, f, opts)
     else:
         with open(f, "rb") as fh:
-            tree, arrays = _read_checked(fh, f, limits)
-    return _decode(tree, arrays, dev)
+            reader = _read_checked(fh, f, opts)
+    remap = map_location is not None or device is not None
+    return _Decoder(reader, dev, remap).decode(reader.tree)
 
 
 def _load_device(map_location, device) -> Device:
@@ -248,9 +321,9 @@ def _load_device(map_location, device) -> Device:
         "remap: pass the one device the tensors should load onto")
 
 
-def _read_checked(fh, f, limits):
+def _read_checked(fh, f, opts):
     try:
-        return _Reader(fh, f, *limits).read()
+        return _Reader(fh, f, *opts).read()
     except SerializationError:
         raise
     except RecursionError as exc:
@@ -263,13 +336,23 @@ def _read_checked(fh, f, limits):
 class _Reader:
     """Validates an .npz checkpoint from the outside in, then reads its arrays."""
 
-    def __init__(self, fh, f, max_bytes, max_entries, max_depth):
+    def __init__(self, fh, f, max_bytes, max_entries, max_depth, weights_only):
         self.fh, self.f = fh, f
         self.max_bytes, self.max_entries, self.max_depth = max_bytes, max_entries, max_depth
+        self.weights_only = weights_only
         self.refs: dict[str, bool] = {}  # array entry -> referenced as a Tensor
+        self.kinds: dict[str, str] = {}  # array entry -> "tensor", "parameter" or "array"
+        self.grad_refs: list[str] = []  # entries of Parameters that require grad
+        self.module_classes: list[type] = []  # of the $module nodes, in order
+        self.open_modules: set[int] = set()  # those whose node is being checked
+        self.globals: dict[str, object] = {}  # allowed name -> its class or function
+        self.items = 0  # modules, registry entries and attributes met
 
     def bad(self, why):
         return _bad(self.f, why)
+
+    def refuse(self, why):  # a sound file that weights_only or the allow-list refuses
+        return _refuse(self.f, why)
 
     def read(self):
         head = self.fh.read(8)
@@ -289,16 +372,21 @@ class _Reader:
                 raise self.bad(f"the archive has no {_META!r} entry (a plain .npz? read it "
                                "with numpy.load)")
             meta = self._metadata(zf, entries[_META])
-            self._check_tree(meta["tree"], ())
+            self.check_tree(meta["tree"], ())
             headers = {}
             for name, as_tensor in self.refs.items():
                 if name not in entries or name == _META:
                     raise self.bad(f"the metadata refers to an array {name!r} that the archive "
                                    "does not hold")
                 headers[name] = self._npy_header(zf, entries[name], as_tensor)
-            arrays = {name: self._read_data(zf, entries[name], *headers[name])
-                      for name in headers}
-        return meta["tree"], arrays
+            for name in self.grad_refs:
+                if headers[name][3].kind != "f":
+                    raise self.bad(f"entry {name!r} is a Parameter that requires grad but has "
+                                   f"dtype {headers[name][3]} (only floating point can)")
+            self.arrays = {name: self._read_data(zf, entries[name], *headers[name])
+                           for name in headers}
+        self.tree = meta["tree"]
+        return self
 
     # ----------------------------------------------------------- zip layer
     def _check_count(self, n):
@@ -432,7 +520,7 @@ class _Reader:
                            f"({_VERSION}); upgrade tapegrad")
         return meta
 
-    def _check_tree(self, node, path):
+    def check_tree(self, node, path):
         """Accept only what _Encoder writes; collect the array references."""
         if len(path) > self.max_depth:  # the same count as _Encoder's
             raise self.bad(f"its metadata is nested more than max_depth={self.max_depth} "
@@ -443,16 +531,16 @@ class _Reader:
         where = _where(path)
         if isinstance(node, list):
             for i, v in enumerate(node):
-                self._check_tree(v, (*path, i))
+                self.check_tree(v, (*path, i))
             return
         keys = sorted(node) if isinstance(node, dict) else None
         if keys == ["$tensor", "requires_grad"] and isinstance(node["requires_grad"], bool):
-            self._ref(node["$tensor"], True, where)
+            self.ref(node["$tensor"], "tensor", where)
         elif keys == ["$array"]:
-            self._ref(node["$array"], False, where)
+            self.ref(node["$array"], "array", where)
         elif keys == ["$tuple"] and isinstance(node["$tuple"], list):
             for i, v in enumerate(node["$tuple"]):
-                self._check_tree(v, (*path, i))
+                self.check_tree(v, (*path, i))
         elif keys == ["$float"] and node["$float"] in _FLOAT_WORDS:
             pass
         elif keys == ["$dict"] and isinstance(node["$dict"], list):
@@ -460,36 +548,66 @@ class _Reader:
                 if not (isinstance(item, list) and len(item) == 2
                         and isinstance(item[0], _SCALARS)):
                     raise self.bad(f"its metadata has a malformed dict item at {where}")
-                self._check_tree(item[1], (*path, item[0]))
-        else:
+                self.check_tree(item[1], (*path, item[0]))
+        elif not _modules.check_node(self, node, path):  # the module-tree kinds
             raise self.bad(f"its metadata has an unknown entry at {where}: "
                            f"{json.dumps(node)[:80]}")
 
-    def _ref(self, name, as_tensor, where):
+    def ref(self, name, kind, where, requires_grad=False):
         if not isinstance(name, str) or name in self.refs:
             raise self.bad(f"its metadata has an invalid or repeated array reference "
                            f"{name!r} at {where}")
-        self.refs[name] = as_tensor
+        self.refs[name] = kind != "array"
+        self.kinds[name] = kind
+        if requires_grad:
+            self.grad_refs.append(name)
+
+    def count_item(self, path):
+        self.items += 1
+        if self.items > self.max_entries:
+            raise self.bad(f"its module tree holds more than max_entries={self.max_entries} "
+                           f"modules, tensors and attributes (at {_where(path)}); if you trust "
+                           "the file, pass a larger load(..., max_entries=...)")
 
 
-def _decode(node, arrays, dev):
-    """Build the object from validated metadata and the arrays read."""
-    if isinstance(node, list):
-        return [_decode(v, arrays, dev) for v in node]
-    if not isinstance(node, dict):
-        return node
-    if "$tensor" in node:
-        arr = arrays[node["$tensor"]]
-        if dev is not cpu:
-            arr = dev.put(arr)
-        t = _wrap(arr, dev, None, 0, False)
-        if node["requires_grad"] and t.dtype.kind in "fc":
-            t.requires_grad = True
-        return t
-    if "$array" in node:
-        return arrays[node["$array"]]
-    if "$dict" in node:
-        return {k: _decode(v, arrays, dev) for k, v in node["$dict"]}
-    if "$tuple" in node:
-        return tuple(_decode(v, arrays, dev) for v in node["$tuple"])
-    return float(node["$float"])
+class _Decoder:
+    """Builds the object from a _Reader's validated metadata and arrays."""
+
+    def __init__(self, reader, device, remap):
+        self.arrays, self.globals, self.f = reader.arrays, reader.globals, reader.f
+        self.device, self.remap = device, remap  # remap: map_location was given
+        self.tensors: dict[str, Tensor] = {}  # entry -> the Tensor made from it
+        self.modules: list = []  # in the file's order, for $module_ref
+
+    def bad(self, why):
+        return _bad(self.f, why)
+
+    def refuse(self, why):
+        return _refuse(self.f, why)
+
+    def tensor(self, name):
+        arr = self.arrays[name]
+        if self.device is not cpu:
+            arr = self.device.put(arr)
+        return _wrap(arr, self.device, None, 0, False)
+
+    def decode(self, node):
+        if isinstance(node, list):
+            return [self.decode(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        kind = next(k for k in node if k.startswith("$"))
+        if kind == "$tensor":
+            t = self.tensors[node["$tensor"]] = self.tensor(node["$tensor"])
+            if node["requires_grad"] and t.dtype.kind in "fc":
+                t.requires_grad = True
+            return t
+        if kind == "$array":
+            return self.arrays[node["$array"]]
+        if kind == "$dict":
+            return {k: self.decode(v) for k, v in node["$dict"]}
+        if kind == "$tuple":
+            return tuple(self.decode(v) for v in node["$tuple"])
+        if kind == "$float":
+            return float(node["$float"])
+        return _modules.decode_node(self, kind, node)

@@ -96,8 +96,8 @@ def test_file_objects_and_atomic_write(tmp_path):
 
 
 def test_unsavable_objects_raise():
-    with pytest.raises(SerializationError, match="state_dict"):
-        tg.save({"model": nn.Linear(1, 1)}, io.BytesIO())
+    with pytest.raises(SerializationError, match="cannot store a object at key model"):
+        tg.save({"model": object()}, io.BytesIO())  # whole modules: test_serialization_modules
     with pytest.raises(SerializationError, match="object"):
         tg.save({"a": np.array([object()])}, io.BytesIO())
     with pytest.raises(SerializationError, match="key"):
@@ -309,7 +309,7 @@ def test_metadata_schema(tmp_path, tree, match):
     (_meta(1, version="2"), "invalid format version"),
     (_meta(1, version=True), "invalid format version"),
     (_meta(1, version=0), "invalid format version"),
-    (_meta(1, version=2), "newer than this tapegrad reads"),
+    (_meta(1, version=3), "newer than this tapegrad reads"),
     (_meta(1, extra=1), "not in the 'tapegrad-npz' format"),
     (json.dumps({"format": "tapegrad-npz", "version": 1}), "not in the 'tapegrad-npz' format"),
     (json.dumps([1, 2]), "not in the 'tapegrad-npz' format"),
