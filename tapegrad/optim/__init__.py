@@ -18,9 +18,10 @@ gradients add up.
 from . import lr_scheduler
 from .adadelta import Adadelta
 from .adam import Adam, AdamW
+from .lbfgs import LBFGS
 from .optimizer import Optimizer, mult_param_groups, required
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adadelta", "lr_scheduler",
-           "mult_param_groups", "required"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adadelta", "LBFGS",
+           "lr_scheduler", "mult_param_groups", "required"]
