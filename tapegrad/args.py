@@ -13,7 +13,8 @@ same words. Errors name the function (``op``), the value and what to do.
   int or a sequence), both raising ShapeError/ArgumentError in one style;
 * PyTorch's argument names: :func:`torch_names` (``dim=`` for ``axis=``, ...);
 * inputs: :func:`raw`, :func:`as_tensor`, :func:`const`, :func:`check_float`,
-  :func:`check_broadcasts`, :func:`as_instance_weights`, :func:`check_reduction`.
+  :func:`check_broadcasts`, :func:`as_instance_weights`, :func:`check_reduction`,
+  :func:`legacy_reduction` (PyTorch's deprecated ``size_average``/``reduce``).
 
 Device concerns (the array module, copying to the host) live in
 :mod:`tapegrad.device`: ``get_array_module``, ``to_host``.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
+import warnings
 
 import numpy as np
 
@@ -36,7 +38,7 @@ REDUCTIONS = ("mean", "sum", "none")
 
 def raw(x):
     """The array of a Tensor; anything else as it is."""
-    return x.data if isinstance(x, Tensor) else x
+    return x.array if isinstance(x, Tensor) else x
 
 
 def as_tensor(x):
@@ -50,7 +52,7 @@ def const(a, xp, dtype=None):
     if a is None:
         return None
     if isinstance(a, Tensor):
-        a = a.data
+        a = a.array
     if dtype is not None:
         return xp.asarray(a, dtype=dtype)
     return a if type(a) is xp.ndarray else xp.asarray(a)
@@ -94,6 +96,35 @@ def check_reduction(op, reduction):
     """PyTorch's loss ``reduction``: one of :data:`REDUCTIONS`."""
     if reduction not in REDUCTIONS:
         raise ArgumentError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def legacy_reduction(op, size_average, reduce, reduction, stacklevel=3):
+    """The ``reduction`` a loss gets from PyTorch's deprecated ``size_average`` and
+    ``reduce`` (torch/nn/_reduction.py ``legacy_get_string``), for its functional
+    form and its layer alike. Both None: ``reduction`` as given. Otherwise they
+    decide, whatever ``reduction`` says: a None one counts as True; ``reduce=False``
+    gives ``"none"``, else ``size_average=False`` ``"sum"``, else ``"mean"``; with
+    PyTorch's UserWarning (its words, so its warning filters apply), pointing
+    ``stacklevel`` frames up (3: the caller of the function that calls this).
+    Not a bool (``MSELoss("sum")``: a reduction where PyTorch has size_average):
+    ArgumentTypeError.
+
+    >>> legacy_reduction("mse_loss", None, False, "mean")   # "none", and a warning
+    """
+    if size_average is None and reduce is None:
+        return reduction
+    for name, value in (("size_average", size_average), ("reduce", reduce)):
+        if value is not None and not isinstance(value, (bool, np.bool_, int, np.integer)):
+            hint = (f"; for reduction={value!r} pass it by name (PyTorch's {name} comes "
+                    "first)" if isinstance(value, str) else "")
+            raise ArgumentTypeError(f"{op}: {name} (deprecated, PyTorch's older form of "
+                                    f"reduction=) must be None or a bool, got {value!r}{hint}")
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    out = "none" if not reduce else "mean" if size_average else "sum"
+    warnings.warn("size_average and reduce args will be deprecated, please use "
+                  f"reduction='{out}' instead.", UserWarning, stacklevel=stacklevel)
+    return out
 
 
 # ---------------------------------------------------------------- windows

@@ -106,7 +106,7 @@ class TensorMethods:
 
     def contiguous(self):
         """Self when its array is C-contiguous, else a (differentiable) contiguous copy."""
-        if self.data.flags.c_contiguous:
+        if self.array.flags.c_contiguous:
             return self
         return _ops.cast(self, self.dtype, copy=True, order="C")
 
@@ -115,7 +115,7 @@ class TensorMethods:
         """A new leaf of ``data`` with this tensor's dtype (unless given) and device."""
         from .tensor import tensor
 
-        data = data.data if isinstance(data, TensorMethods) else data  # tensor() copies it
+        data = data.array if isinstance(data, TensorMethods) else data  # tensor() copies it
         return tensor(data, dtype=self.dtype if dtype is None else dtype, device=self.device,
                       requires_grad=requires_grad)
 
@@ -204,7 +204,7 @@ class TensorMethods:
         d = normalize_axis(op, self.shape, dim)
         if self.shape[d] == 0:
             raise ShapeError(f"{op}: cannot reduce the empty axis {d} of {describe(self)}")
-        pick = self.data.argmax if op == "max" else self.data.argmin
+        pick = self.array.argmax if op == "max" else self.array.argmin
         idx = pick(axis=d)
         values = self.gather(d, _wrap(idx, self.device, None, 0, False).expand_dims(d))
         indices = _wrap(idx.astype(np.int64, copy=False), self.device, None, 0, False)
@@ -218,11 +218,11 @@ class TensorMethods:
     def all(self, axis=None, keepdims=False):
         """Whether every element (along ``axis``) is true, recorded never: bool, uint8
         for a uint8 tensor (as PyTorch)."""
-        return self._truth(self.data.all(axis=axis, keepdims=keepdims))
+        return self._truth(self.array.all(axis=axis, keepdims=keepdims))
 
     @_named
     def any(self, axis=None, keepdims=False):
-        return self._truth(self.data.any(axis=axis, keepdims=keepdims))
+        return self._truth(self.array.any(axis=axis, keepdims=keepdims))
 
     def _truth(self, out):
         out = self.device.xp.asarray(out)
@@ -247,12 +247,12 @@ class TensorMethods:
             axis = normalize_axis(op, self.shape, axis)
         elif keepdims:  # PyTorch: all axes kept, of length 1
             return self.reshape(-1)._arg(op, 0, False).reshape((1,) * self.ndim)
-        if self.data.size == 0:
+        if self.array.size == 0:
             raise ShapeError(f"{op}: cannot reduce the empty tensor {describe(self)}")
         if self.dtype == np.bool_:
             raise DTypeError(f"{op}: bool input ({describe(self)}) is not supported, as in "
                              "PyTorch; cast it first, e.g. x.long()")
-        out = getattr(self.data, op)(axis=axis, keepdims=keepdims)
+        out = getattr(self.array, op)(axis=axis, keepdims=keepdims)
         return _wrap(self.device.xp.asarray(out, dtype=np.int64), self.device, None, 0, False)
 
     @_named
@@ -282,9 +282,9 @@ class TensorMethods:
         """PyTorch's: :meth:`reshape` where the result is a view of x's memory, else
         a ShapeError, as PyTorch refuses (a transposed x flattened); reshape copies."""
         out = self.reshape(*shape)
-        if out.data.size and not _tape._aliases(out.data, self.data):
+        if out.array.size and not _tape._aliases(out.array, self.array):
             raise ShapeError(f"view: {describe(self)} with strides "
-                             f"{tuple(self.data.strides)} (bytes) has no view of shape "
+                             f"{tuple(self.array.strides)} (bytes) has no view of shape "
                              f"{tuple(out.shape)} (an axis would span two strides); use "
                              ".reshape(...) or .contiguous().view(...), as in PyTorch")
         return out
@@ -422,7 +422,7 @@ class TensorMethods:
 
     def masked_fill(self, mask, value):
         """PyTorch's: ``value`` where the bool ``mask`` (broadcast to x) is True."""
-        mask = mask.data if isinstance(mask, TensorMethods) else mask
+        mask = mask.array if isinstance(mask, TensorMethods) else mask
         if getattr(mask, "dtype", None) != np.bool_:
             raise DTypeError(f"masked_fill: mask must be a bool tensor, got {describe(mask)}")
         if getattr(value, "ndim", 0) != 0:
@@ -566,11 +566,16 @@ class TensorMethods:
                              f"start + length <= {n}")
         return _ops.getitem(self, (slice(None),) * d + (slice(start, start + length),))
 
+    def unfold(self, dimension, size, step):
+        """PyTorch's: a view of every window of ``size`` elements along ``dimension``,
+        ``step`` apart, as a new last axis. >>> x.unfold(0, 3, 2)   # (7,) -> (3, 3)"""
+        return _ops.shape.unfold(self, dimension, size, step)
+
     def index_select(self, dim, index):
         """The entries of ``index`` (a 1-D or 0-d integer tensor) along ``dim``, a copy;
         repeats accumulate in backward. >>> x.index_select(0, tapegrad.tensor([2, 0]))"""
         d = normalize_axis("index_select", self.shape, dim, extra=int(self.ndim == 0))
-        idx = index.data if isinstance(index, TensorMethods) else self.device.xp.asarray(index)
+        idx = index.array if isinstance(index, TensorMethods) else self.device.xp.asarray(index)
         if idx.ndim > 1 or idx.dtype.kind not in "iu":
             raise ShapeError(f"index_select: index must be a 1-D (or 0-d) integer tensor, got "
                              f"{describe(idx)}")
@@ -626,10 +631,10 @@ class TensorMethods:
         PyTorch). >>> (x > 0).nonzero()"""
         xp = self.device.xp
         if as_tuple:
-            a = self.data.reshape(1) if self.ndim == 0 else self.data
+            a = self.array.reshape(1) if self.ndim == 0 else self.array
             return tuple(_wrap(i.astype(np.int64), self.device, None, 0, False)
                          for i in xp.nonzero(a))
-        out = xp.argwhere(self.data).astype(np.int64, copy=False)
+        out = xp.argwhere(self.array).astype(np.int64, copy=False)
         return _wrap(out, self.device, None, 0, False)
 
     def median(self, dim=None, keepdim=False):
@@ -638,7 +643,7 @@ class TensorMethods:
         the first NaN). Among equal medians the index is the first in sorted order,
         where PyTorch does not say which. The gradient goes to the chosen element."""
         if dim is None:
-            if self.data.size == 0:
+            if self.array.size == 0:
                 raise ShapeError(f"median: cannot reduce the empty tensor {describe(self)}")
             return self.reshape(-1).median(0).values
         d = normalize_axis("median", self.shape, dim, extra=int(self.ndim == 0))
@@ -649,11 +654,11 @@ class TensorMethods:
         if n == 0:
             raise ShapeError(f"median: cannot reduce the empty axis {d} of {describe(self)}")
         xp = self.device.xp
-        order = _ops.shape._order("median", self, d, False)[2].data
+        order = _ops.shape._order("median", self, d, False)[2].array
         k = (n - 1) // 2
         if self.dtype.kind == "f":  # sorted NaNs come last; the first of them is the answer
-            k = xp.where(xp.isnan(self.data).any(axis=d, keepdims=True),
-                         (~xp.isnan(self.data)).sum(axis=d, keepdims=True), k)
+            k = xp.where(xp.isnan(self.array).any(axis=d, keepdims=True),
+                         (~xp.isnan(self.array)).sum(axis=d, keepdims=True), k)
         else:
             k = xp.full((1,) * self.ndim, k, dtype=np.int64)
         idx = xp.take_along_axis(order, k.astype(np.int64), axis=d)
@@ -742,7 +747,7 @@ class TensorMethods:
         """In place: ``value`` at the entries ``index`` (1-D or 0-d integer) along ``dim``.
         >>> x.index_fill_(1, tapegrad.tensor([0, 2]), -1.0)"""
         d = normalize_axis("index_fill_", self.shape, dim, extra=int(self.ndim == 0))
-        idx = index.data if isinstance(index, TensorMethods) else self.device.xp.asarray(index)
+        idx = index.array if isinstance(index, TensorMethods) else self.device.xp.asarray(index)
         if idx.ndim > 1 or idx.dtype.kind not in "iu":
             raise ShapeError(f"index_fill_: index must be a 1-D (or 0-d) integer tensor, got "
                              f"{describe(idx)}")
@@ -782,7 +787,7 @@ class TensorMethods:
                              f"{op[:-1]}(), or do it under tapegrad.no_grad()")
         out = fn(self)
         # a metadata change: the same memory under the new shape, and the op's entry
-        self.data = out.data
+        self.array = out.array
         if out._node is not None:
             self._node, self._out_nr = out._node, out._out_nr
         return self
@@ -824,7 +829,7 @@ class TensorMethods:
     def bernoulli_(self, p=0.5, *, generator=None):
         """Fill with 1 (probability ``p``, a number or a tensor broadcast to self) or 0."""
         self._random_check("bernoulli_", generator, float_only=False)
-        p = p.data if isinstance(p, TensorMethods) else p
+        p = p.array if isinstance(p, TensorMethods) else p
         xp = self.device.xp
         if bool(xp.any((xp.asarray(p) < 0) | (xp.asarray(p) > 1))):
             raise ArgumentError(f"bernoulli_: p must be in [0, 1], got {describe(p)}")

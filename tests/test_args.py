@@ -12,13 +12,14 @@ from tapegrad.args import (
     check_float,
     check_reduction,
     const,
+    legacy_reduction,
     normalize_axes,
     normalize_axis,
     padding4,
     pair,
     raw,
 )
-from tapegrad.errors import ArgumentError, DTypeError, ShapeError
+from tapegrad.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 
 # ---------------------------------------------------------------- windows
 
@@ -180,7 +181,41 @@ def test_check_reduction_is_one_rule_for_ops_and_layers():
     check_reduction("op", "sum")
     with pytest.raises(ArgumentError, match=r"op: reduction must be one of"):
         check_reduction("op", "avg")
-    for make in (lambda: nn.MSELoss("avg"), lambda: nn.CrossEntropyLoss(reduction="avg"),
+    for make in (lambda: nn.MSELoss(reduction="avg"), lambda: nn.CrossEntropyLoss(reduction="avg"),
                  lambda: ops.mse_loss(tg.ones(2), np.ones(2), reduction="avg")):
         with pytest.raises(ArgumentError, match=r"reduction must be one of .*'avg'"):
             make()
+
+
+@pytest.mark.parametrize("size_average,reduce,want", [
+    (None, None, "sum"), (True, None, "mean"), (None, True, "mean"), (True, True, "mean"),
+    (False, None, "sum"), (False, True, "sum"), (None, False, "none"), (True, False, "none"),
+    (False, False, "none"), (0, 1, "sum"), (np.bool_(True), np.bool_(False), "none"),
+])
+def test_legacy_reduction_is_pytorchs_legacy_get_string(size_average, reduce, want):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert legacy_reduction("op", size_average, reduce, "sum", stacklevel=2) == want
+    legacy = size_average is not None or reduce is not None
+    assert [str(w.message) for w in caught] == (
+        [f"size_average and reduce args will be deprecated, please use reduction='{want}' "
+         "instead."] if legacy else [])
+    assert all(w.category is UserWarning and w.filename == __file__ for w in caught)
+    try:
+        from torch.nn import _reduction
+    except ImportError:
+        return
+    if legacy:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert _reduction.legacy_get_string(size_average, reduce) == want
+
+
+def test_legacy_reduction_refuses_what_is_not_a_bool():
+    with pytest.raises(ArgumentTypeError, match=r"op: size_average .* got 'sum'; for "
+                                                r"reduction='sum' pass it by name"):
+        legacy_reduction("op", "sum", None, "mean")
+    with pytest.raises(ArgumentTypeError, match=r"op: reduce .* None or a bool, got 0.5$"):
+        legacy_reduction("op", None, 0.5, "mean")

@@ -2,7 +2,8 @@
 functional ops of :mod:`tapegrad.ops` (``F.relu``, ``F.conv2d``, ...), with
 PyTorch's own conventions where they differ from the ops' NumPy ones:
 ``F.pad`` takes PyTorch's flat ``pad`` (last axis first), where ``ops.pad``
-takes NumPy's ``pad_width``.
+takes NumPy's ``pad_width``; the losses take PyTorch's deprecated
+``size_average``/``reduce`` where PyTorch has them (in its positions).
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import numbers
 
 import numpy as np
 
+from ..args import as_tensor, check_reduction, legacy_reduction
 from ..errors import ArgumentError, ShapeError, describe
 from ..ops import *  # noqa: F403
 from ..ops import __all__, getitem  # noqa: F401 - re-exported
 from ..ops import activation as _activation
+from ..ops import losses as _losses
 from ..ops import pad as _numpy_pad
+from ..ops import pairwise as _pairwise
 from ..ops import smooth as _smooth
 
 # index arrays of the non-constant modes are NumPy's pad of arange(n)
@@ -211,6 +215,159 @@ def mish(input, inplace=False):  # noqa: A002 - PyTorch's names
 # F.adaptive_avg_pool2d, F.adaptive_max_pool2d, F.interpolate, F.pixel_shuffle and
 # F.pixel_unshuffle are the ops themselves (from the star import above), with PyTorch's
 # signatures, ``input=`` included.
+
+
+# ---------------------------------------------------------------------- losses
+# PyTorch's signatures: the deprecated ``size_average``/``reduce`` in PyTorch's
+# positions, turned into a reduction by tapegrad.args.legacy_reduction (with PyTorch's
+# warning); F.huber_loss, which never had them, is the op itself.
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+                  reduce=None, reduction="mean", label_smoothing=0.0, normalization=None):
+    """PyTorch's ``F.cross_entropy``: :func:`tapegrad.ops.cross_entropy`, plus Caffe's
+    ``normalization`` after PyTorch's arguments.
+
+    >>> F.cross_entropy(logits, labels, ignore_index=255, label_smoothing=0.1)
+    """
+    reduction = legacy_reduction("cross_entropy", size_average, reduce, reduction)
+    return _losses.cross_entropy(input, target, weight, ignore_index, reduction,
+                                 label_smoothing, normalization)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+             reduce=None, reduction="mean"):
+    """PyTorch's ``F.nll_loss``: :func:`tapegrad.ops.nll_loss`.
+
+    >>> F.nll_loss(F.log_softmax(logits, dim=1), labels)
+    """
+    reduction = legacy_reduction("nll_loss", size_average, reduce, reduction)
+    return _losses.nll_loss(input, target, weight, ignore_index, reduction)
+
+
+def _weighted(op, loss, input, weight, reduction):
+    """PyTorch 2.13's ``weight=`` of mse_loss and l1_loss: the per-element ``loss``
+    (``reduction="none"``) times ``weight`` (input's shape), summed, or divided by
+    the summed weights for ``"mean"``."""
+    check_reduction(op, reduction)
+    weight = as_tensor(weight)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ShapeError(f"{op}: weight {describe(weight)} must have the input's shape "
+                         f"{tuple(input.shape)} (PyTorch's rule)")
+    loss = loss * weight
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.sum() / weight.sum()
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+             weight=None):
+    """PyTorch's ``F.mse_loss``: :func:`tapegrad.ops.mse_loss`; ``weight`` (input's
+    shape) scales each squared error, and ``"mean"`` then divides by its sum.
+
+    >>> F.mse_loss(prediction, target, reduction="sum")
+    """
+    reduction = legacy_reduction("mse_loss", size_average, reduce, reduction)
+    if weight is None:
+        return _losses.mse_loss(input, target, reduction)
+    return _weighted("mse_loss", _losses.mse_loss(input, target, "none"), input, weight,
+                     reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+            weight=None):
+    """PyTorch's ``F.l1_loss``: :func:`tapegrad.ops.l1_loss`; ``weight`` as in
+    :func:`mse_loss`.
+
+    >>> F.l1_loss(prediction, target)
+    """
+    reduction = legacy_reduction("l1_loss", size_average, reduce, reduction)
+    if weight is None:
+        return _losses.l1_loss(input, target, reduction)
+    return _weighted("l1_loss", _losses.l1_loss(input, target, "none"), input, weight,
+                     reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                   reduction="mean", beta=1.0):
+    """PyTorch's ``F.smooth_l1_loss``: :func:`tapegrad.ops.smooth_l1_loss`.
+
+    >>> F.smooth_l1_loss(boxes, target_boxes, beta=0.5)
+    """
+    reduction = legacy_reduction("smooth_l1_loss", size_average, reduce, reduction)
+    return _losses.smooth_l1_loss(input, target, reduction, beta)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None,  # noqa: A002
+                         reduce=None, reduction="mean"):
+    """PyTorch's ``F.binary_cross_entropy``: :func:`tapegrad.ops.binary_cross_entropy`.
+
+    >>> F.binary_cross_entropy(F.sigmoid(logits), targets)
+    """
+    reduction = legacy_reduction("binary_cross_entropy", size_average, reduce, reduction)
+    return _pairwise.binary_cross_entropy(input, target, weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None,  # noqa: A002
+                                     size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    """PyTorch's ``F.binary_cross_entropy_with_logits``:
+    :func:`tapegrad.ops.binary_cross_entropy_with_logits`.
+
+    >>> F.binary_cross_entropy_with_logits(logits, targets, pos_weight=tapegrad.tensor([3.0]))
+    """
+    reduction = legacy_reduction("binary_cross_entropy_with_logits", size_average, reduce,
+                                 reduction)
+    return _losses.binary_cross_entropy_with_logits(input, target, weight, pos_weight,
+                                                    reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+           log_target=False):
+    """PyTorch's ``F.kl_div``: :func:`tapegrad.ops.kl_div`. As in PyTorch, a
+    ``reduction="batchmean"`` still divides by the batch size what the deprecated
+    ``size_average``/``reduce`` chose.
+
+    >>> F.kl_div(F.log_softmax(logits, dim=1), probs, reduction="batchmean")
+    """
+    legacy = legacy_reduction("kl_div", size_average, reduce, None)
+    if legacy is None:
+        return _pairwise.kl_div(input, target, reduction, log_target)
+    out = _pairwise.kl_div(input, target, legacy, log_target)
+    if reduction == "batchmean" and len(input.shape):
+        out = out / input.shape[0]
+    return out
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """PyTorch's ``F.margin_ranking_loss``: :func:`tapegrad.ops.margin_ranking_loss`.
+
+    >>> F.margin_ranking_loss(s1, s2, y, margin=0.1)
+    """
+    reduction = legacy_reduction("margin_ranking_loss", size_average, reduce, reduction)
+    return _pairwise.margin_ranking_loss(input1, input2, target, margin, reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
+                          reduce=None, reduction="mean"):
+    """PyTorch's ``F.cosine_embedding_loss``: :func:`tapegrad.ops.cosine_embedding_loss`.
+
+    >>> F.cosine_embedding_loss(a, b, y, margin=0.2)
+    """
+    reduction = legacy_reduction("cosine_embedding_loss", size_average, reduce, reduction)
+    return _pairwise.cosine_embedding_loss(input1, input2, target, margin, reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    """PyTorch's ``F.triplet_margin_loss``: :func:`tapegrad.ops.triplet_margin_loss`.
+
+    >>> F.triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2)
+    """
+    reduction = legacy_reduction("triplet_margin_loss", size_average, reduce, reduction)
+    return _pairwise.triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap,
+                                         reduction)
 
 
 # ------------------------------------------------------------------- attention

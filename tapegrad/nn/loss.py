@@ -1,9 +1,12 @@
-"""Loss layers."""
+"""Loss layers, with PyTorch's signatures: the deprecated ``size_average`` and
+``reduce`` sit in PyTorch's positions and set ``reduction`` as PyTorch maps them
+(:func:`tapegrad.args.legacy_reduction`)."""
 
 from __future__ import annotations
 
 from .. import ops
-from ..args import as_tensor, check_reduction
+from ..args import as_tensor, check_reduction, legacy_reduction
+from ..errors import ArgumentTypeError
 from .module import Module
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss",
@@ -33,9 +36,10 @@ class CrossEntropyLoss(Module):
     _defaults = dict(weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0,
                      normalization=None)
 
-    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
-                 label_smoothing: float = 0.0, normalization=None):
+    def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+                 reduction: str = "mean", label_smoothing: float = 0.0, normalization=None):
         super().__init__()
+        reduction = legacy_reduction("CrossEntropyLoss", size_average, reduce, reduction)
         check_reduction("CrossEntropyLoss", reduction)
         self.register_buffer("weight", None if weight is None else as_tensor(weight))
         self.ignore_index = ignore_index
@@ -60,8 +64,10 @@ class NLLLoss(Module):
 
     _defaults = dict(weight=None, ignore_index=-100, reduction="mean")
 
-    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+    def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+                 reduction: str = "mean"):
         super().__init__()
+        reduction = legacy_reduction("NLLLoss", size_average, reduce, reduction)
         check_reduction("NLLLoss", reduction)
         self.register_buffer("weight", None if weight is None else as_tensor(weight))
         self.ignore_index = ignore_index
@@ -81,8 +87,14 @@ class _PointwiseLoss(Module):
     _op = None
     _extra: dict = {}
 
-    def __init__(self, reduction: str = "mean", **extra):
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean", **extra):
+        unknown = sorted(set(extra) - set(self._extra))
+        if unknown:
+            raise ArgumentTypeError(f"{type(self).__name__}: unexpected keyword argument(s) "
+                                    f"{unknown}; it takes size_average, reduce, reduction"
+                                    + "".join(f", {k}" for k in self._extra))
         super().__init__()
+        reduction = legacy_reduction(type(self).__name__, size_average, reduce, reduction)
         check_reduction(type(self).__name__, reduction)
         self.reduction = reduction
         for k, v in {**self._extra, **extra}.items():
@@ -123,8 +135,11 @@ class SmoothL1Loss(_PointwiseLoss):
     _op = staticmethod(ops.smooth_l1_loss)
     _extra = {"beta": 1.0}
 
-    def __init__(self, reduction: str = "mean", beta: float = 1.0):
-        super().__init__(reduction, beta=beta)
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
+                 beta: float = 1.0):
+        # mapped here, so that the warning points at the caller's line
+        reduction = legacy_reduction("SmoothL1Loss", size_average, reduce, reduction)
+        super().__init__(reduction=reduction, beta=beta)
 
 
 class BCEWithLogitsLoss(Module):
@@ -136,8 +151,10 @@ class BCEWithLogitsLoss(Module):
 
     _defaults = dict(weight=None, reduction="mean", pos_weight=None)
 
-    def __init__(self, weight=None, reduction: str = "mean", pos_weight=None):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean",
+                 pos_weight=None):
         super().__init__()
+        reduction = legacy_reduction("BCEWithLogitsLoss", size_average, reduce, reduction)
         check_reduction("BCEWithLogitsLoss", reduction)
         self.register_buffer("weight", None if weight is None else as_tensor(weight))
         self.register_buffer("pos_weight", None if pos_weight is None else as_tensor(pos_weight))

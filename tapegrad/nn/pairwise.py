@@ -1,15 +1,15 @@
 """Layers of the two-input losses and similarities of :mod:`tapegrad.ops.pairwise`.
 
 Their reprs are PyTorch's: the class name alone (``HuberLoss()``), whatever the
-options. PyTorch's deprecated ``size_average``/``reduce`` are not taken; the
-arguments that follow them in PyTorch's signatures are keyword-only here, so a
-call written for PyTorch either means the same or raises a TypeError.
+options. PyTorch's deprecated ``size_average``/``reduce`` sit in PyTorch's
+positions and set ``reduction`` as PyTorch maps them
+(:func:`tapegrad.args.legacy_reduction`).
 """
 
 from __future__ import annotations
 
 from .. import ops
-from ..args import as_tensor, check_reduction
+from ..args import as_tensor, check_reduction, legacy_reduction
 from ..ops.pairwise import check_kl_reduction
 from .module import Module
 
@@ -40,8 +40,9 @@ class BCELoss(Module):
     >>> nn.BCELoss()(ops.sigmoid(logits), targets)
     """
 
-    def __init__(self, weight=None, *, reduction: str = "mean"):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__()
+        reduction = legacy_reduction("BCELoss", size_average, reduce, reduction)
         check_reduction("BCELoss", reduction)
         self.register_buffer("weight", None if weight is None else as_tensor(weight))
         self.reduction = reduction
@@ -57,8 +58,10 @@ class KLDivLoss(Module):
     >>> nn.KLDivLoss(reduction="batchmean")(ops.log_softmax(logits, axis=1), probs)
     """
 
-    def __init__(self, *, reduction: str = "mean", log_target: bool = False):
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
+                 log_target: bool = False):
         super().__init__()
+        reduction = legacy_reduction("KLDivLoss", size_average, reduce, reduction)
         check_kl_reduction("KLDivLoss", reduction)
         self.reduction = reduction
         self.log_target = log_target
@@ -73,8 +76,10 @@ class MarginRankingLoss(Module):
     >>> nn.MarginRankingLoss(margin=0.1)(s1, s2, y)
     """
 
-    def __init__(self, margin: float = 0.0, *, reduction: str = "mean"):
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None,
+                 reduction: str = "mean"):
         super().__init__()
+        reduction = legacy_reduction("MarginRankingLoss", size_average, reduce, reduction)
         check_reduction("MarginRankingLoss", reduction)
         self.margin = margin
         self.reduction = reduction
@@ -90,8 +95,10 @@ class CosineEmbeddingLoss(Module):
     >>> nn.CosineEmbeddingLoss(margin=0.2)(a, b, y)
     """
 
-    def __init__(self, margin: float = 0.0, *, reduction: str = "mean"):
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None,
+                 reduction: str = "mean"):
         super().__init__()
+        reduction = legacy_reduction("CosineEmbeddingLoss", size_average, reduce, reduction)
         check_reduction("CosineEmbeddingLoss", reduction)
         self.margin = margin
         self.reduction = reduction
@@ -108,8 +115,9 @@ class TripletMarginLoss(Module):
     """
 
     def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6,
-                 swap: bool = False, *, reduction: str = "mean"):
+                 swap: bool = False, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__()
+        reduction = legacy_reduction("TripletMarginLoss", size_average, reduce, reduction)
         check_reduction("TripletMarginLoss", reduction)
         self.margin = margin
         self.p = p

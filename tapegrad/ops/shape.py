@@ -7,7 +7,7 @@ import numpy as np
 from ..args import normalize_axes, normalize_axis, raw, torch_names
 from ..device.backend import is_basic_index
 from ..dtypes import fit_number, result_type
-from ..errors import ArgumentError, DTypeError, ShapeError, describe
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError, describe
 from ..tape import Function
 from .elementwise import cast
 
@@ -189,6 +189,105 @@ def broadcast_to(x, shape):
     >>> ops.broadcast_to(b, (4, 3))
     """
     return BroadcastTo.apply(x, tuple(shape))
+
+
+
+class Unfold(Function):
+    """PyTorch's ``Tensor.unfold``: every window of ``size`` elements along ``axis``,
+    ``step`` apart, as a new last axis; a view (read-only where windows overlap, as
+    PyTorch refuses writes into memory that several elements share)."""
+
+    differentiable_twice = True
+    view = True
+
+    @staticmethod
+    def forward(ctx, x, axis, size, step):
+        # axis, size and step: checked by unfold()
+        n = x.shape[axis]
+        windows = (n - size) // step + 1
+        ctx.in_shape = x.shape
+        ctx.unfold = (axis, size, step, windows)
+        shape = x.shape[:axis] + (windows,) + x.shape[axis + 1:] + (size,)
+        s = x.strides
+        out = _strided_view(ctx.xp, x, shape,
+                            s[:axis] + (s[axis] * step,) + s[axis + 1:] + (s[axis],))
+        if out is None:  # no view to be had: the same windows, gathered
+            index = ctx.xp.arange(windows)[:, None] * step + ctx.xp.arange(size)
+            # (..., n, ...) -> (..., windows, size, ...) -> (..., windows, ..., size)
+            out = ctx.xp.moveaxis(x[(slice(None),) * axis + (index,)], axis + 1, -1)
+        if step < size and windows > 1 and hasattr(out.flags, "writeable"):
+            out.flags.writeable = False
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        axis, size, step, windows = ctx.unfold
+        lead = (slice(None),) * axis
+        if ctx._graph:  # recorded: a scatter-add of the windows, whose vjp is their gather
+            nd = len(ctx.in_shape)
+            index = g.device.xp.arange(windows)[:, None] * step + g.device.xp.arange(size)
+            # (..., windows, ..., size) -> (..., windows, size, ...)
+            g = ctx.xp.transpose(g, tuple(range(axis + 1)) + (nd,) + tuple(range(axis + 1, nd)))
+            return ctx.xp.scatter_add(ctx.in_shape, lead + (index,), g), None, None, None
+        gx = ctx.xp.zeros(ctx.in_shape, g.dtype)
+        # windows r, r + every, r + 2 * every, ... do not overlap: add each such set
+        # through one strided view of gx (one pass when step >= size)
+        every = -(-size // step)
+        for r in range(min(every, windows)):
+            part = gx[lead + (slice(r * step, None),)]
+            s = part.strides
+            shape = (ctx.in_shape[:axis] + (len(range(r, windows, every)),)
+                     + ctx.in_shape[axis + 1:] + (size,))
+            strides = s[:axis] + (s[axis] * step * every,) + s[axis + 1:] + (s[axis],)
+            view = ctx.xp.lib.stride_tricks.as_strided(part, shape, strides)
+            view += g[lead + (slice(r, None, every),)]
+        return gx, None, None, None
+
+
+def _strided_view(xp, x, shape, strides):
+    """A NumPy view of ``x``'s memory with ``shape`` and byte ``strides`` whose
+    ``.base`` is the array owning that memory, so the tape treats it as a view of
+    ``x`` (``as_strided`` hides the owner behind a wrapper); None where there is no
+    such owner (CuPy, empty arrays, memory NumPy did not allocate)."""
+    if xp.name != "numpy" or x.size == 0 or 0 in shape:
+        return None
+    owner = x if x.base is None else x.base
+    if type(owner) is not np.ndarray or not owner.flags.c_contiguous:
+        return None
+    offset = x.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    out = np.ndarray(shape, x.dtype, buffer=owner, offset=offset, strides=strides)
+    return out if out.base is owner else None
+
+
+def _window_int(name, value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ArgumentTypeError(f"unfold: {name} must be an int, got {value!r}")
+    return int(value)
+
+
+def unfold(x, dimension, size, step):
+    """PyTorch's ``Tensor.unfold`` (``x.unfold(dimension, size, step)``): a view with
+    every window of ``size`` elements along ``dimension``, ``step`` apart, as a new
+    last axis; ``(n - size) // step + 1`` windows. Not in ``__all__``: ``F.unfold``
+    is PyTorch's im2col, another op.
+
+    >>> ops.shape.unfold(x, 0, 3, 2).shape      # x (7,) -> (3, 3)
+    """
+    dimension = _window_int("dimension", dimension)
+    size, step = _window_int("size", size), _window_int("step", step)
+    shape = tuple(x.shape)
+    axis = normalize_axis("unfold", shape, dimension, extra=0 if shape else 1)
+    if size < 0:
+        raise ArgumentError(f"unfold: size is {size} but must be >= 0")
+    if step <= 0:
+        raise ArgumentError(f"unfold: step is {step} but must be > 0")
+    n = shape[axis] if shape else 1
+    if size > n:
+        raise ShapeError(f"unfold: windows of size {size} do not fit dimension {axis} of "
+                         f"{describe(x)} (size {n}); give a size of at most {n}")
+    if not shape:  # PyTorch: a 0-d tensor unfolds as one element, to shape (size,)
+        return reshape(Unfold.apply(reshape(x, (1,)), 0, size, step), (size,))
+    return Unfold.apply(x, axis, size, step)
 
 
 
@@ -648,7 +747,7 @@ def _order(op, x, axis, descending):
         normalize_axis(op, t.shape, axis, extra=1)
         return t, 0, _wrap(t.device.xp.zeros((), np.int64), t.device, None, 0, False)
     d = normalize_axis(op, t.shape, axis)
-    a = t.data
+    a = t.array
     if t.dtype.kind == "c":
         raise ArgumentError(f"{op}: complex tensors have no order, got {describe(a)}")
     if descending:

@@ -160,8 +160,8 @@ def test_batchnorm_matches_torch_train_and_eval(cls, shape, momentum):
     ours = getattr(nn, cls)(3, momentum=momentum)
     theirs = getattr(torch.nn, cls)(3, momentum=momentum)
     with tg.no_grad():
-        ours.weight.data[...] = [0.5, 1.5, -1.0]
-        ours.bias.data[...] = [0.1, 0.0, -0.2]
+        ours.weight.array[...] = [0.5, 1.5, -1.0]
+        ours.bias.array[...] = [0.1, 0.0, -0.2]
     for step in range(3):  # several steps: running statistics accumulate
         _compare_with_torch(ours, theirs, _x(*shape, seed=step) * 2 + 1, atol=1e-4)
         for name in ("running_mean", "running_var"):
@@ -245,10 +245,10 @@ def test_losses_match_functional():
     ref = ops.cross_entropy(logits, target, ce.weight, -100, "mean", 0.05)
     np.testing.assert_array_equal(ce(logits, target).numpy(), ref.numpy())
     a, b = tg.tensor(_x(2, 3)), tg.tensor(_x(2, 3, seed=1))
-    np.testing.assert_array_equal(nn.MSELoss("sum")(a, b).numpy(),
+    np.testing.assert_array_equal(nn.MSELoss(reduction="sum")(a, b).numpy(),
                                   ops.mse_loss(a, b, "sum").numpy())
     with pytest.raises(ValueError, match="reduction"):
-        nn.MSELoss("avg")
+        nn.MSELoss(reduction="avg")
 
 
 @pytest.mark.parametrize("layer", [nn.CrossEntropyLoss, nn.MSELoss])

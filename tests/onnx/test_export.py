@@ -589,7 +589,10 @@ def test_package_level_export_stays_a_function():
 # create_graph backward records
 UNMAPPED = {"ScatterAdd", "SetItem", "CrossEntropy", "NLLLoss", "MSELoss", "SmoothL1Loss",
             "BCEWithLogits", "BCELoss", "KLDiv", "VLLoss", "PDist", "_MaxScatter", "_MaxGather",
-            "_AvgPoolAdjoint", "ViewWrite", "_NonFinite"}
+            "_AvgPoolAdjoint", "ViewWrite", "_NonFinite",
+            # one recurrent step (ONNX's RNN/LSTM/GRU take whole sequences, LSTM's gates in
+            # another order) and Tensor.unfold's overlapping windows: not exported yet
+            "RNNCell", "LSTMCell", "GRUCell", "Unfold"}
 
 
 def test_every_op_has_a_mapping_or_a_reason():
