@@ -107,14 +107,14 @@ def _tg(shape, rng, device, requires_grad=True):
 
 
 def _th(torch, a, dev, requires_grad=True):
-    return torch.tensor(np.asarray(a.data.get() if hasattr(a.data, "get") else a.data),
+    return torch.tensor(np.asarray(a.array.get() if hasattr(a.array, "get") else a.array),
                         device=dev, requires_grad=requires_grad)
 
 
 def _fwd_bwd_tg(fn, leaves):
     def run():
         y = fn()
-        y.backward(tg.ones_like(y) if y.data.size > 1 else None)
+        y.backward(tg.ones_like(y) if y.array.size > 1 else None)
         for t in leaves:
             t.grad = None
     return run

@@ -268,14 +268,14 @@ def conv_case(n, c, h, o, k, pad, rng):
     def run():
         y = ops.conv2d(x, w, b, padding=pad)
         y.backward(tg.ones_like(y))
-        out = (y.data, x.grad.data, w.grad.data, b.grad.data)
+        out = (y.array, x.grad.array, w.grad.array, b.grad.array)
         x.grad = w.grad = b.grad = None
         return out
     return run, (x, w, b)
 
 
 def torch_conv_case(torch, leaves, pad):
-    tx, tw, tb = (torch.tensor(t.data, requires_grad=True) for t in leaves)
+    tx, tw, tb = (torch.tensor(t.array, requires_grad=True) for t in leaves)
 
     def run():
         y = torch.nn.functional.conv2d(tx, tw, tb, padding=pad)

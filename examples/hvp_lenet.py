@@ -67,12 +67,12 @@ def hvp(vs):
 
 def shifted_gradient(vs, eps):
     """grad(theta + eps v), the parameters put back afterwards."""
-    saved = [p.data.copy() for p in params]
+    saved = [p.array.copy() for p in params]
     for p, v in zip(params, vs):
-        p.data += eps * v.data
+        p.array += eps * v.array
     g = [t.numpy() for t in gradient()]
     for p, s in zip(params, saved):
-        p.data[...] = s
+        p.array[...] = s
     return g
 
 
@@ -96,9 +96,9 @@ assert err / scale < 1e-6, "the Hessian-vector product disagrees with central di
 
 # power iteration: v <- H v / ||H v|| converges to the eigenvector of the largest |eigenvalue|
 for _ in range(args.power_iterations):
-    vs = normalized([v.data for v in vs])
+    vs = normalized([v.array for v in vs])
     hvs = hvp(vs)
-    rayleigh = sum(float((h.data * v.data).sum()) for h, v in zip(hvs, vs))
-    vs = [tapegrad.tensor(h.data) for h in hvs]
+    rayleigh = sum(float((h.array * v.array).sum()) for h, v in zip(hvs, vs))
+    vs = [tapegrad.tensor(h.array) for h in hvs]
 print(f"largest Hessian eigenvalue (power iteration, {args.power_iterations} steps): "
       f"{rayleigh:.4f}")

@@ -96,7 +96,7 @@ def check_meta_gradient(images, labels):
         analytic = sum(float((g.numpy() * d).sum()) for g, d in zip(grads, ds))
         values = []
         for sign in (1, -1):
-            shifted = [tapegrad.tensor(p.data + sign * 1e-6 * d) for p, d in zip(params, ds)]
+            shifted = [tapegrad.tensor(p.array + sign * 1e-6 * d) for p, d in zip(params, ds)]
             values.append(meta_loss([s.requires_grad_() for s in shifted], task).item())
         numeric = (values[0] - values[1]) / 2e-6
         worst = max(worst, abs(analytic - numeric) / max(abs(numeric), 1e-12))

@@ -69,12 +69,12 @@ def check_penalty_gradient(real):
     penalty, _ = gradient_penalty(critic, real, fake, alpha)
     (gw,) = tapegrad.grad(penalty, w)
     d = rng.standard_normal(w.shape)
-    eps, w0 = 1e-6, w.data.copy()
+    eps, w0 = 1e-6, w.array.copy()
     values = []
     for sign in (1, -1):
-        w.data[...] = w0 + sign * eps * d
+        w.array[...] = w0 + sign * eps * d
         values.append(gradient_penalty(critic, real, fake, alpha)[0].item())
-    w.data[...] = w0
+    w.array[...] = w0
     analytic, numeric = float((gw.numpy() * d).sum()), (values[0] - values[1]) / (2 * eps)
     rel = abs(analytic - numeric) / max(abs(numeric), 1e-12)
     print(f"penalty gradient check: double backward {analytic:.8f}, "

@@ -217,7 +217,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     >>> tapegrad.multinomial(tapegrad.tensor([0.2, 0.8]), 4, replacement=True)
     """
     gen, xp = _sampled("multinomial", input, generator)
-    p = input.data
+    p = input.array
     if p.ndim not in (1, 2) or p.dtype.kind != "f":
         raise ShapeError(f"multinomial: expects 1-D or 2-D floating weights, got "
                          f"{describe(p)}")
@@ -262,7 +262,7 @@ def bernoulli(input, p=None, *, generator=None):
     gen, xp = _sampled("bernoulli", input, generator)
     if input.dtype.kind != "f":
         raise DTypeError(f"bernoulli: expects floating probabilities, got {describe(input)}")
-    prob = input.data if p is None else p
+    prob = input.array if p is None else p
     if bool(xp.any((xp.asarray(prob) < 0) | (xp.asarray(prob) > 1))):
         raise ArgumentError(f"bernoulli: probabilities must be in [0, 1], got {describe(prob)}")
     out = _wrap((gen.random(tuple(input.shape)) < prob).astype(input.dtype), input.device,
@@ -299,8 +299,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
             raise DTypeError(f"normal: mean and std must be floating tensors of one dtype, "
                              f"got {describe(*tensors)}")
     xp = first.device.xp
-    m = mean.data if isinstance(mean, Tensor) else mean
-    s = std.data if isinstance(std, Tensor) else std
+    m = mean.array if isinstance(mean, Tensor) else mean
+    s = std.array if isinstance(std, Tensor) else std
     if bool(xp.any(xp.asarray(s) < 0)):
         raise ArgumentError(f"normal: std must be >= 0, got {describe(s)}")
     shape = np.broadcast_shapes(*(t.shape for t in tensors))

@@ -336,7 +336,7 @@ def _accumulate_leaf_locked(t, g, create_graph):
         t.grad = gt if t.grad is None else t.grad + gt
         return
     if isinstance(g, Tensor):
-        g = g.data
+        g = g.array
     old = t.grad
     if old is None:
         # a private copy: rules may hand the same array to several inputs
@@ -344,10 +344,10 @@ def _accumulate_leaf_locked(t, g, create_graph):
         if data is None:
             data = t.device.xp.array(g, dtype=t.dtype, copy=True)
         t.grad = _wrap(data, t.device, None, 0, False)
-    elif old.data.shape == g.shape and not old.requires_grad:
-        old.data += g
+    elif old.array.shape == g.shape and not old.requires_grad:
+        old.array += g
     else:
-        t.grad = _wrap(old.data + g, t.device, None, 0, False)
+        t.grad = _wrap(old.array + g, t.device, None, 0, False)
 
 
 def _roots(who, tensors, grads, create_graph):
@@ -371,7 +371,7 @@ def _roots(who, tensors, grads, create_graph):
 def _seed(t, g, who):
     xp = t.device.xp
     if g is None:
-        if t.data.size != 1:
+        if t.array.size != 1:
             raise GraphError(
                 f"{who}: the root has shape {tuple(t.shape)}; gradients can be created "
                 "implicitly only for a tensor with one element. Pass a gradient of the "
@@ -381,7 +381,7 @@ def _seed(t, g, who):
     if isinstance(g, Tensor) and g.device is not t.device:
         raise DeviceError(f"{who}: the gradient is on {g.device} but the root {describe(t)} is "
                           f"on {t.device}; pass a gradient on the root's device (.to(device))")
-    data = g.data if isinstance(g, Tensor) else xp.asarray(g, dtype=t.dtype)
+    data = g.array if isinstance(g, Tensor) else xp.asarray(g, dtype=t.dtype)
     if data.shape != t.shape:
         raise GraphError(
             f"{who}: gradient has shape {tuple(data.shape)} but the root has shape "

@@ -114,7 +114,7 @@ def memory_report(*tensors, inputs=None, retain_graph=False) -> MemoryReport:
     rep = MemoryReport()
     rep.total_saved = sum(buffers.values())
     rep.tape_bytes = sum(b for k, b in buffers.items() if k in owned)
-    seeds = [((t._node, t._out_nr), t.data.shape, t.data.dtype.itemsize, t.data.nbytes)
+    seeds = [((t._node, t._out_nr), t.array.shape, t.array.dtype.itemsize, t.array.nbytes)
              for t in roots]
     leaf = memory_sim.LeafGrads(leaf_ok)
     sim = memory_sim.simulate(order, _node_keys(order, buffers), buffers, owned,
@@ -159,7 +159,7 @@ def _links(objs):
     while todo:
         k = todo.pop()
         v = objs[k]
-        p = v.data if isinstance(v, engine.Tensor) else getattr(v, "base", None)
+        p = v.array if isinstance(v, engine.Tensor) else getattr(v, "base", None)
         if p is None:
             continue
         if id(p) not in objs:
@@ -187,7 +187,7 @@ def _buffers(order):
             k = root(id(v))
             arr = objs[k]
             if isinstance(arr, engine.Tensor):
-                arr = arr.data
+                arr = arr.array
             buffers[k] = int(arr.nbytes)
             holders.setdefault(k, []).append(node)
             j = id(v)
@@ -220,7 +220,7 @@ def _root_of(v, buffers):
     while True:
         if id(p) in buffers:
             return id(p)
-        q = p.data if isinstance(p, engine.Tensor) else getattr(p, "base", None)
+        q = p.array if isinstance(p, engine.Tensor) else getattr(p, "base", None)
         if q is None:
             return None
         p = q

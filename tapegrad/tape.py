@@ -190,7 +190,7 @@ class Function:
         arrays = list(args)
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
-                data = arrays[i] = a.data
+                data = arrays[i] = a.array
                 if device is None:
                     device = a.device
                 elif a.device is not device:
@@ -216,10 +216,10 @@ class Function:
     def _apply_unary(cls, x, consts, params):
         """The common case -- one tensor plus constants -- kept short: it is
         most of a small model's per-op overhead (the edge is built inline)."""
-        data = x.data
+        data = x.array
         if consts and (type(consts[0]) not in _WEAK or data.dtype.kind != "f") and cls.promotes:
             x, *consts = _promote(cls, (x, *consts))  # else NumPy's weak scalar keeps x's dtype
-            data = x.data
+            data = x.array
         device = x.device
         if device is not cpu and (consts or params):
             consts, params = _device_constants(device, consts, params)
@@ -260,8 +260,8 @@ def _promote(cls, args):
     if len(idx) == 2:  # the common case first: two tensors of one float dtype, no cast
         a, b = args[idx[0]], args[idx[1]]
         if isinstance(a, Tensor) and isinstance(b, Tensor):
-            dt = a.data.dtype
-            if dt is b.data.dtype and dt.kind == "f":
+            dt = a.array.dtype
+            if dt is b.array.dtype and dt.kind == "f":
                 return args
     vals = [args[i] for i in idx]
     if not cls.bool_operands and any(  # Python and Tensor bools; internal masks may subtract
@@ -395,7 +395,7 @@ def _share_version(view, base, step):
     """Make tensor ``view`` (``step`` applied to tensor ``base``) a view of ``base``'s
     root: one version counter (writing one bumps both) and, in grad mode, the chain
     that remakes it from the root."""
-    if not _aliases(view.data, base.data):
+    if not _aliases(view.array, base.array):
         return
     view._version = base._version
     root = base._base
@@ -452,10 +452,10 @@ def rebase_views(root):
 def flat_positions(root, chain):
     """Where the elements of the view ``chain`` of ``root`` sit in ``root``: a host
     int64 array of the view's shape, flat (C-order) indices into ``root``."""
-    index = _wrap(np.arange(root.data.size, dtype=np.int64).reshape(root.shape), cpu, None,
+    index = _wrap(np.arange(root.array.size, dtype=np.int64).reshape(root.shape), cpu, None,
                   0, False)
     with no_grad():
-        return replay(index, chain).data
+        return replay(index, chain).array
 
 
 def own_saved(node, counter):
@@ -485,12 +485,12 @@ def _track_saved(ctx, args, outs):
             continue
         found = None
         for i, a in enumerate(args):
-            if isinstance(a, Tensor) and v is a.data:
+            if isinstance(a, Tensor) and v is a.array:
                 found = _tuple_new(SavedFrom, ("in", i, a._version, a._version[0]))
                 break
         else:
             for k, o in enumerate(outs):
-                if v is o.data:
+                if v is o.array:
                     found = _tuple_new(SavedFrom, ("out", k, o._version, o._version[0]))
                     break
         if found is not None:

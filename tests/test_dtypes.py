@@ -47,7 +47,7 @@ def test_scalars_and_zero_d_tensors_keep_float32():
     assert (np.float64(2.0) - x).dtype == F32
     assert ops.clip(x, np.float64(0.1), np.float64(0.5)).dtype == F32
     assert ops.maximum(x, np.float64(0.3)).dtype == F32
-    assert ops.where(x.data > 0, x, np.float64(0.0)).dtype == F32
+    assert ops.where(x.array > 0, x, np.float64(0.0)).dtype == F32
     assert (x ** np.float64(2.0)).dtype == F32
     y = (x * np.float64(0.5) + tg.tensor(np.float64(1.0))).sum()
     y.backward()

@@ -68,7 +68,7 @@ def test_predicted_peak_within_10_percent(net, threads, num_threads):
         (rep.predicted_increase, increase, apart)
     assert rep.tape_bytes <= rep.total_saved
     # every parameter gets a new .grad (zero_grad set them to None)
-    assert rep.leaf_grads == sum(p.data.nbytes for p in step.model.parameters())
+    assert rep.leaf_grads == sum(p.array.nbytes for p in step.model.parameters())
 
 
 def _vjp_peak(node, g):
@@ -154,9 +154,9 @@ def test_each_buffer_counted_once_and_outside_arrays_excluded():
     h = ops.relu(ops.linear(x, w))  # relu saves its output, which the next linear saves as x
     out = ops.linear(h, w).sum()
     rep = tg.memory_report(out)
-    relu_out = h.data.nbytes
+    relu_out = h.array.nbytes
     # the tape: relu's output (once), the first linear's x and both w's (the same array)
-    assert rep.total_saved == relu_out + x.data.nbytes + w.data.nbytes
+    assert rep.total_saved == relu_out + x.array.nbytes + w.array.nbytes
     # x and w belong to their tensors, and we still hold h: backward frees none of them
     assert rep.tape_bytes == 0
     del h
@@ -166,7 +166,7 @@ def test_each_buffer_counted_once_and_outside_arrays_excluded():
     assert names == ["Sum", "Linear", "ReLU", "Linear"]
     # the second linear runs first, but relu still needs the array: freed after relu's vjp
     assert [r.freed for r in rep.records] == [0, 0, relu_out, 0]
-    assert rep.records[1].saved == relu_out + w.data.nbytes
+    assert rep.records[1].saved == relu_out + w.array.nbytes
 
 
 def test_table_and_fields():
@@ -188,7 +188,7 @@ def test_inputs_prunes_the_simulated_walk():
     full = tg.memory_report(loss)
     part = tg.memory_report(loss, inputs=list(head.parameters()))
     assert len(part.records) < len(full.records)
-    assert part.leaf_grads == sum(p.data.nbytes for p in head.parameters())
+    assert part.leaf_grads == sum(p.array.nbytes for p in head.parameters())
 
 
 def test_checkpoint_cuts_the_saved_bytes():
@@ -201,7 +201,7 @@ def test_checkpoint_cuts_the_saved_bytes():
     node = ck.records[-1]
     assert node.name == "Checkpoint"
     # its vjp recomputes the segment: the segment's saved arrays are its temporaries
-    assert node.temp >= plain.total_saved - x.data.nbytes
+    assert node.temp >= plain.total_saved - x.array.nbytes
 
 
 def test_report_unchanged_by_a_profiled_backward():

@@ -165,7 +165,7 @@ def test_optimizer_state_round_trip(tmp_path):
 @pytest.mark.gpu
 def test_device_round_trip(tmp_path):
     t = tg.randn(3, device="cuda")
-    tg.save({"t": t, "raw": t.data}, tmp_path / "g.npz")
+    tg.save({"t": t, "raw": t.array}, tmp_path / "g.npz")
     back = tg.load(tmp_path / "g.npz")
     assert back["t"].device.type == "cpu" and isinstance(back["raw"], np.ndarray)
     on_gpu = tg.load(tmp_path / "g.npz", device="cuda")

@@ -22,7 +22,7 @@ def test_fan_out_sums_gradients():
     x = leaf([1.0, 2.0, 3.0])
     y = x * x + x * 3.0 + ops.exp(x)  # x used four times
     y.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), 2 * x.data + 3 + np.exp(x.data))
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.array + 3 + np.exp(x.array))
 
 
 def test_diamond_graph():
@@ -31,7 +31,7 @@ def test_diamond_graph():
     b = a * 2.0
     c = a * a
     (b + c).sum().backward()
-    t = np.tanh(x.data)
+    t = np.tanh(x.array)
     np.testing.assert_allclose(x.grad.numpy(), (2 + 2 * t) * (1 - t * t))
 
 
@@ -39,7 +39,7 @@ def test_leaf_gradients_accumulate_across_backward_calls():
     x = leaf([1.0, 2.0])
     (x * 3.0).sum().backward()
     (x * x).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), 3 + 2 * x.data)
+    np.testing.assert_allclose(x.grad.numpy(), 3 + 2 * x.array)
     x.zero_grad()
     assert x.grad is None
 
@@ -47,7 +47,7 @@ def test_leaf_gradients_accumulate_across_backward_calls():
 def test_same_array_to_two_leaves_is_not_shared():
     a, b = leaf([1.0]), leaf([2.0])
     (a + b).sum().backward()
-    a.grad.data += 10  # must not change b.grad
+    a.grad.array += 10  # must not change b.grad
     assert b.grad.item() == 1.0
 
 
@@ -58,7 +58,7 @@ def test_non_leaf_grad_dropped_unless_retained():
     k.retain_grad()
     (h * k).sum().backward()
     assert h.grad is None
-    np.testing.assert_allclose(k.grad.numpy(), h.data)
+    np.testing.assert_allclose(k.grad.numpy(), h.array)
     assert not h.is_leaf and x.is_leaf
 
 
@@ -137,7 +137,7 @@ def test_dropped_forward_frees_everything():
         x = leaf(np.random.rand(100))
         y = ops.tanh(x * 2.0)
         z = ops.exp(y).sum()
-        refs = [weakref.ref(z.grad_fn), weakref.ref(y.grad_fn), weakref.ref(y.data)]
+        refs = [weakref.ref(z.grad_fn), weakref.ref(y.grad_fn), weakref.ref(y.array)]
         del y, z
         assert all(r() is None for r in refs)
     finally:
@@ -149,8 +149,8 @@ def test_grad_returns_without_touching_dot_grad():
     w = leaf([3.0, 4.0])
     y = (x * w).sum()
     gx, gw = tg.grad(y, [x, w])
-    np.testing.assert_allclose(gx.numpy(), w.data)
-    np.testing.assert_allclose(gw.numpy(), x.data)
+    np.testing.assert_allclose(gx.numpy(), w.array)
+    np.testing.assert_allclose(gw.numpy(), x.array)
     assert x.grad is None and w.grad is None
 
 
@@ -159,7 +159,7 @@ def test_grad_of_non_leaf_and_unused():
     h = x * 3.0
     y = (h * h).sum()
     (gh,) = tg.grad(y, h, retain_graph=True)
-    np.testing.assert_allclose(gh.numpy(), 2 * h.data)
+    np.testing.assert_allclose(gh.numpy(), 2 * h.array)
     other = leaf([5.0])
     with pytest.raises(GraphError, match="not reachable"):
         tg.grad(y, [other], retain_graph=True)
@@ -195,7 +195,7 @@ def test_hessian_vector_product_matches_finite_differences():
         return gp.numpy()
 
     eps = 1e-6
-    fd = (grad_at(x.data + eps * v) - grad_at(x.data - eps * v)) / (2 * eps)
+    fd = (grad_at(x.array + eps * v) - grad_at(x.array - eps * v)) / (2 * eps)
     np.testing.assert_allclose(hv.numpy(), fd, rtol=1e-5, atol=1e-7)
 
 
@@ -207,7 +207,7 @@ def test_gradient_penalty_matches_finite_differences():
 
     def penalty(w_arr, create):
         w = leaf(w_arr)
-        xx = leaf(x.data)
+        xx = leaf(x.array)
         critic = ops.sigmoid(ops.linear(xx, w)).sum()
         (gx,) = tg.grad(critic, xx, create_graph=create)
         norm = ops.sqrt((gx * gx).sum(axis=1))
@@ -283,7 +283,7 @@ def test_custom_function_and_needs_input_grad():
     x = leaf([1.0, 2.0])
     y = Cube.apply(x, scale=2.0)
     y.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), 6 * x.data**2)
+    np.testing.assert_allclose(x.grad.numpy(), 6 * x.array**2)
     gradcheck(lambda t: Cube.apply(t, scale=0.5), [np.array([0.3, -1.2])])
 
     seen = []

@@ -38,9 +38,9 @@ def test_tensor_copies_its_input():
     a = np.zeros(3, np.float32)
     t = tg.tensor(a)
     a[0] = 5
-    assert t.data[0] == 0
+    assert t.array[0] == 0
     shared = tg.from_numpy(a)
-    assert shared.data is a
+    assert shared.array is a
 
 
 def test_properties_and_conversions():
@@ -50,12 +50,12 @@ def test_properties_and_conversions():
     assert t.is_leaf and t.requires_grad and t.grad is None
     host = t.numpy()
     host[0, 0] = 100
-    assert t.data[0, 0] == 0  # numpy() is a copy
+    assert t.array[0, 0] == 0  # numpy() is a copy
     assert tg.tensor([[2.5]]).item() == 2.5
     with pytest.raises(GraphError, match="one-element"):
         t.item()
     d = t.detach()
-    assert not d.requires_grad and d.data is t.data and d.is_leaf
+    assert not d.requires_grad and d.array is t.array and d.is_leaf
     assert t.to("cpu") is t
     assert float(tg.tensor(3.0)) == 3.0
 
@@ -112,7 +112,7 @@ def test_astype_and_clone():
     assert x.grad.dtype == np.float32
     np.testing.assert_allclose(x.grad.numpy(), [3.0, 5.0])
     c = x.clone()
-    assert c.data is not x.data and c.requires_grad
+    assert c.array is not x.array and c.requires_grad
 
 
 def test_float16_ops_and_grads():

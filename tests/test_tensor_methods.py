@@ -109,7 +109,7 @@ def test_repeat_expand_t_contiguous():
         tg.ones(2, 2, 2).t()
     assert x.contiguous() is x
     xt = x.t().contiguous()
-    assert xt.data.flags.c_contiguous and np.array_equal(xt.numpy(), X.T)
+    assert xt.array.flags.c_contiguous and np.array_equal(xt.numpy(), X.T)
 
 
 def test_gather_and_scatter_add_follow_pytorchs_index_rule():

@@ -103,7 +103,7 @@ def test_inplace_refusals():
             call(leaf)
     with tg.no_grad():
         leaf.uniform_(-1, 1)
-    assert leaf.data.min() >= -1 and leaf.data.max() < 1
+    assert leaf.array.min() >= -1 and leaf.array.max() < 1
     with pytest.raises(DTypeError):
         tg.tensor([4, 9]).sqrt_()
     with pytest.raises(DTypeError):

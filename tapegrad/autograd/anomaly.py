@@ -62,15 +62,15 @@ class _Mode(instrument.Observer):
             if not isinstance(o, instrument.tape.Tensor) or o.dtype.kind != "f":
                 continue
             xp = o.device.xp
-            fin = xp.isfinite(o.data)
+            fin = xp.isfinite(o.array)
             if bool(fin.all()):
                 continue
-            c = _codes(xp, o.data)
+            c = _codes(xp, o.array)
             if node is not None and o._node is node:
                 codes = codes if codes is not None else [None] * len(outs)
                 codes[k] = c
                 node.nonfinite = codes
-            self._note(cls, site(), o.data, c)
+            self._note(cls, site(), o.array, c)
             if self.check_forward and _finite(args):
                 raise AnomalyError(_forward_message(cls, site(), args, outs, k, c))
 
@@ -134,7 +134,7 @@ def _finite(args) -> bool:
             if not math.isfinite(a):
                 return False
             continue
-        data = a.data if isinstance(a, instrument.tape.Tensor) else a
+        data = a.array if isinstance(a, instrument.tape.Tensor) else a
         dtype = getattr(data, "dtype", None)
         if (dtype is not None and dtype.kind == "f" and hasattr(data, "shape")
                 and not bool(get_array_module(data).isfinite(data).all())):

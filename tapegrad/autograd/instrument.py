@@ -97,7 +97,7 @@ def op_name(cls) -> str:
 
 def raw(g):
     """The array behind a gradient (a Tensor under create_graph)."""
-    return g.data if isinstance(g, tape.Tensor) else g
+    return g.array if isinstance(g, tape.Tensor) else g
 
 
 def _notify(cls, args, out, frame, seconds):

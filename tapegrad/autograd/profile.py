@@ -113,7 +113,7 @@ class profile(instrument.Observer):
         return recs[i]
 
     def _new_record(self, cls, out, node, site, seconds, frame):
-        data, xp = out.data, out.device.xp
+        data, xp = out.array, out.device.xp
         mean = float(xp.abs(data).mean()) if data.size else math.nan
         saved = sum(getattr(v, "nbytes", 0) for v in (node.saved or ()))
         rec = OpRecord(len(self.records), instrument.op_name(cls), self._layer(frame), site(),

@@ -47,7 +47,7 @@ def save_checkpoint(path, model, optimizer, epoch: int, config: dict, history) -
 
 
 def _array(v):
-    return v.data if hasattr(v, "requires_grad") else v  # a Tensor's array
+    return v.array if hasattr(v, "requires_grad") else v  # a Tensor's array
 
 
 def _check_model(state, where):

@@ -155,7 +155,7 @@ def train_epoch(model, loader, optimizer, loss_fn, bar=None, job=None) -> tuple[
 
 def _all_finite(model) -> bool:
     """Every float parameter and buffer of ``model`` is finite (one sync per tensor)."""
-    return all(bool(t.device.xp.isfinite(t.data).all()) for t in model.state_dict().values()
+    return all(bool(t.device.xp.isfinite(t.array).all()) for t in model.state_dict().values()
                if t.dtype.kind == "f")
 
 

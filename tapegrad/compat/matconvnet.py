@@ -259,7 +259,7 @@ def load_simplenn(source, *, max_bytes: int = MAX_BYTES, max_items: int = MAX_IT
 
 
 def _as_nchw(xp, a, what):
-    a = xp.asarray(a.data if isinstance(a, Tensor) else a)
+    a = xp.asarray(a.array if isinstance(a, Tensor) else a)
     if a.dtype.kind != "f":
         raise DTypeError(f"simplenn: {what} must be single or double (floating), got "
                          f"{describe(a)}")
@@ -286,7 +286,7 @@ def _forgets_input(net, i, needs_bprop, conserve):
 
 def _grad_seed(dzdy, y, xp):
     """dzdy in MatConvNet's layout -> an array of y's NCHW shape."""
-    g = xp.asarray(dzdy.data if isinstance(dzdy, Tensor) else dzdy)
+    g = xp.asarray(dzdy.array if isinstance(dzdy, Tensor) else dzdy)
     if g.dtype.kind != "f":
         g = g.astype(y.dtype)
     if y.ndim == 0:
@@ -374,14 +374,14 @@ def simplenn(net: SimpleNN, x, dzdy=None, *, mode: str = "normal",
             leaf = _wrap(a, device, None, 0, needs)
             with set_grad_enabled(needs):
                 y, aux = layer.run(leaf, test, None)
-            res[i + 1].x = from_nchw(y.data)
+            res[i + 1].x = from_nchw(y.array)
             res[i + 1].aux = None if aux is None else from_nchw(aux)
             if needs:
                 leaves[i], outs[i] = leaf, y
             if _forgets_input(net, i, needs, conserve_memory):
                 res[i].x = None
             res[i].time = time.perf_counter() - t0
-            a = y.data
+            a = y.array
     if not doder:
         return res
 
@@ -405,13 +405,13 @@ def simplenn(net: SimpleNN, x, dzdy=None, *, mode: str = "normal",
         else:
             found = tape_grad(y, [leaf] + wanted, grad_outputs=_wrap(g, device, None, 0, False),
                               allow_unused=True)
-            gx = found[0].data if found[0] is not None else xp.zeros(leaf.shape, leaf.dtype)
-            gws = [None if t is None else t.data for t in found[1:]]
+            gx = found[0].array if found[0] is not None else xp.zeros(leaf.shape, leaf.dtype)
+            gws = [None if t is None else t.array for t in found[1:]]
         res[i].dzdx = from_nchw(gx)
         if layer.params():
             it = iter(gws)
             full = [next(it) if p.requires_grad else None for p in layer.params()]
-            dzdw = layer.weight_grads(full, leaf.data)
+            dzdw = layer.weight_grads(full, leaf.array)
             if accumulate and res[i].dzdw:
                 dzdw = [_add(o, w) for o, w in zip(res[i].dzdw, dzdw)]
             res[i].dzdw = dzdw

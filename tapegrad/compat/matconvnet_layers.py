@@ -193,13 +193,13 @@ class _Filters(Layer):
         return [self.weight] + ([self.bias] if self.bias is not None else [])
 
     def extra_repr(self):
-        bank = "x".join(map(str, from_nchw(self.weight.data).shape))
+        bank = "x".join(map(str, from_nchw(self.weight.array).shape))
         return super().extra_repr().replace(f"{self.name!r}", f"{self.name!r}, {bank}", 1)
 
     @property
     def weights(self):
-        w = [from_nchw(self.weight.data)]
-        return w + [self.bias.data.reshape(self._bias_shape, order="F")
+        w = [from_nchw(self.weight.array)]
+        return w + [self.bias.array.reshape(self._bias_shape, order="F")
                     if self.bias is not None else np.zeros((0, 0), self.weight.dtype)]
 
     def weight_grads(self, grads, x=None):
@@ -420,7 +420,7 @@ class Dropout(Layer):
         if aux is None and self.rate == 0:  # MatConvNet's mask of ones
             aux = x.device.xp.ones(x.shape, dtype=x.dtype)
         y, mask = ops.dropout(x, self.rate, mask=aux, return_mask=True)
-        return y, mask.data
+        return y, mask.array
 
 
 class BNorm(Layer):
@@ -463,8 +463,8 @@ class BNorm(Layer):
     @property
     def weights(self):
         gs, bs, ms = self._shapes
-        return [self.weight.data.reshape(gs, order="F"), self.bias.data.reshape(bs, order="F"),
-                self.moments.data.reshape(ms, order="F")]
+        return [self.weight.array.reshape(gs, order="F"), self.bias.array.reshape(bs, order="F"),
+                self.moments.array.reshape(ms, order="F")]
 
     def weight_grads(self, grads, x=None):
         gs, bs, ms = self._shapes
@@ -482,7 +482,7 @@ class BNorm(Layer):
             return ops.batch_norm(x, None, None, self.weight, self.bias, training=True,
                                   eps=self.epsilon), None
         k = self.weight.shape[0]
-        mu, sigma = self.moments.data[:, 0], self.moments.data[:, 1]
+        mu, sigma = self.moments.array[:, 0], self.moments.array[:, 1]
         scale = self.weight / Tensor(sigma, device=x.device)  # (K,), recorded: G gets a grad
         shift = self.bias - scale * Tensor(mu, device=x.device)
         return x * scale.reshape(1, k, 1, 1) + shift.reshape(1, k, 1, 1), None

@@ -88,7 +88,7 @@ def _ints(batch):
 
 
 def _stack(items):
-    items = [i.data if isinstance(i, Tensor) else i for i in items]
+    items = [i.array if isinstance(i, Tensor) else i for i in items]
     first = items[0]
     if isinstance(first, np.ndarray) and _is_text(first.dtype):
         raise ArgumentTypeError(_UNSUPPORTED.format(f"a NumPy array of {first.dtype}"))

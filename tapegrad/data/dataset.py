@@ -76,7 +76,7 @@ class IterableDataset(Dataset):
 def _as_array(a):
     """Raw array of a Tensor (host or device), or ``numpy.asarray`` of anything else."""
     if isinstance(a, Tensor):
-        return a.data
+        return a.array
     if hasattr(a, "__cuda_array_interface__"):  # a CuPy array: keep it on its device
         return a
     return np.asarray(a)
@@ -265,7 +265,7 @@ def _join(pieces, inverse):
         return {k: _join([p[k] for p in pieces], inverse) for k in first}
     if isinstance(first, tuple):
         return tuple(_join([p[f] for p in pieces], inverse) for f in range(len(first)))
-    arrays = [p.data if isinstance(p, Tensor) else p for p in pieces]
+    arrays = [p.array if isinstance(p, Tensor) else p for p in pieces]
     dev = device_of_array(arrays[0])
     joined = dev.xp.concatenate([dev.put(a) for a in arrays])
     return joined[inverse if dev is cpu else dev.put(inverse)]

@@ -176,7 +176,7 @@ class WeightedRandomSampler(Sampler):
             raise ArgumentError(f"WeightedRandomSampler: replacement must be a bool, got "
                                 f"{replacement!r}")
         _check_generator(generator, "WeightedRandomSampler")
-        w = to_host(weights.data if isinstance(weights, Tensor) else weights)
+        w = to_host(weights.array if isinstance(weights, Tensor) else weights)
         w = np.asarray(w, dtype=np.float64)
         if w.ndim != 1:
             raise ShapeError(f"WeightedRandomSampler: weights must be a 1-D sequence, got shape "
@@ -194,7 +194,7 @@ class WeightedRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self):
-        w = self.weights.data
+        w = self.weights.array
         gen = _generator(self.generator, "WeightedRandomSampler")
         drawn = gen.choice(w.size, size=self.num_samples, replace=self.replacement, p=w / w.sum())
         return iter(drawn.tolist())

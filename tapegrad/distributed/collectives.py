@@ -78,7 +78,7 @@ def all_reduce(tensor: Tensor, op="sum", group=None, async_op: bool = False):
         raise DTypeError(f"all_reduce: op mean needs a floating-point tensor, got "
                          f"{tensor.dtype}; reduce with sum and divide")
     g = resolve_group(group)
-    data = tensor.data
+    data = tensor.array
     req = g.iallreduce(data, "sum" if name == "mean" else name,
                        f"all_reduce({name}) of {tuple(data.shape)} {data.dtype}")
 
@@ -102,7 +102,7 @@ def broadcast(tensor: Tensor, src: int = 0, group=None, async_op: bool = False):
     g = resolve_group(group)
     if not 0 <= src < g.size:
         raise ArgumentError(f"broadcast: src={src} is not a rank of the {g.size}-rank group")
-    g.broadcast(tensor.data, src, f"broadcast from rank {src} of {tuple(tensor.shape)} "
+    g.broadcast(tensor.array, src, f"broadcast from rank {src} of {tuple(tensor.shape)} "
                                    f"{tensor.dtype}")
     tensor._bump_version()
     return Work(None) if async_op else None
@@ -128,9 +128,9 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = F
         if out.dtype != tensor.dtype:  # PyTorch refuses too (ValueError); never cast
             raise ArgumentError(f"all_gather: tensor_list[{r}] is {out.dtype}, the input "
                                 f"{tensor.dtype}; make them one dtype (e.g. .to({tensor.dtype}))")
-    gathered = g.allgather(tensor.data, f"all_gather of {tuple(tensor.shape)} {tensor.dtype}")
+    gathered = g.allgather(tensor.array, f"all_gather of {tuple(tensor.shape)} {tensor.dtype}")
     for r, out in enumerate(tensor_list):
-        out.data[...] = gathered[r]
+        out.array[...] = gathered[r]
         out._bump_version()
     return Work(None) if async_op else None
 

@@ -52,7 +52,7 @@ def canonical_mask(who, name, mask, like):
     mask = _as_mask(who, name, mask, like)
     if mask.dtype == np.bool_:
         xp = like.device.xp
-        return as_tensor(xp.where(mask.data, -np.inf, 0.0).astype(like.dtype),
+        return as_tensor(xp.where(mask.array, -np.inf, 0.0).astype(like.dtype),
                          device=like.device)
     return mask if mask.dtype == like.dtype else mask.astype(like.dtype)
 
@@ -60,7 +60,7 @@ def canonical_mask(who, name, mask, like):
 def _safe_softmax(scores):
     """Softmax over the last axis where a row of only -inf gives zeros, with a zero
     gradient (PyTorch's ``_safe_softmax``), instead of NaN."""
-    empty = scores.device.xp.isneginf(scores.data).all(axis=-1, keepdims=True)
+    empty = scores.device.xp.isneginf(scores.array).all(axis=-1, keepdims=True)
     if not bool(empty.any()):
         return ops.softmax(scores, -1)
     # those rows read 0 before the softmax, so no NaN reaches the forward or the backward
@@ -166,7 +166,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
             raise ShapeError(f"{_SDPA}: attn_mask {describe(m)} does not broadcast to the "
                              f"attention scores (..., L, S) = {shape}") from None
         if m.dtype == np.bool_:
-            keep = m.data
+            keep = m.array
         else:
             mask = m if m.dtype == query.dtype else m.astype(query.dtype)
     if is_causal:

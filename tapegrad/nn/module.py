@@ -230,7 +230,7 @@ class Module:
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
-                p.grad.data[...] = 0
+                p.grad.array[...] = 0
 
     # -------------------------------------------------------------- forward
     def forward(self, *args, **kwargs):
@@ -306,11 +306,11 @@ class Module:
             raise StateDictError(f"load_state_dict into {type(self).__name__} failed (nothing "
                                  "was loaded):\n  " + "\n  ".join(problems))
         # convert everything before writing anything, so a failure leaves no half-load
-        arrays = [move_array(v.data if isinstance(v, Tensor) else v, t.device, t.dtype)
+        arrays = [move_array(v.array if isinstance(v, Tensor) else v, t.device, t.dtype)
                   for t, v in plan]
         with no_grad():
             for (t, _), a in zip(plan, arrays):
-                t.data[...] = a
+                t.array[...] = a
                 t._bump_version()
         return IncompatibleKeys(missing, unexpected)
 
@@ -365,8 +365,8 @@ class Module:
 def _move_in_place(t, dev, dt):
     target = dev if dev is not None else t.device
     cast = dt if (dt is not None and t.dtype.kind == "f") else None
-    new = move_array(t.data, target, cast)
-    if new is not t.data:
-        t.data = new
+    new = move_array(t.array, target, cast)
+    if new is not t.array:
+        t.array = new
         t.device = target
         t._bump_version()  # a graph that saved the old array must not run backward

@@ -70,10 +70,10 @@ class _BatchNorm(Module):
         # a checkpoint's recomputation in backward sees the same batch again: no second update
         track = self.track_running_stats and not is_recomputing()
         if self.training and track:
-            self.num_batches_tracked.data[...] += 1
+            self.num_batches_tracked.array[...] += 1
             self.num_batches_tracked._bump_version()
             if self.momentum is None:  # cumulative moving average
-                momentum = 1.0 / int(self.num_batches_tracked.data)
+                momentum = 1.0 / int(self.num_batches_tracked.array)
         use_batch = self.training or not self.track_running_stats
         stats = track or not self.training  # eval mode reads the running statistics
         return ops.batch_norm(x, self.running_mean if stats else None,

@@ -59,7 +59,7 @@ class _Bucket:
         self.offsets, total = [], 0
         for p in params:
             self.offsets.append(total)
-            total += p.data.size
+            total += p.array.size
         self.numel = total
         self.dtype = params[0].dtype
         xp = params[0].device.xp
@@ -82,7 +82,7 @@ def _assign_buckets(params, cap_bytes):
         cur = open_.setdefault(key, [])
         cur.append(p)
         limit = _FIRST_BUCKET_BYTES if not buckets else cap_bytes
-        if sum(q.data.nbytes for q in cur) >= min(limit, cap_bytes):
+        if sum(q.array.nbytes for q in cur) >= min(limit, cap_bytes):
             buckets.append(cur)
             open_[key] = []
     buckets.extend(c for c in open_.values() if c)
@@ -234,12 +234,12 @@ class DistributedDataParallel(Module):
             by_kind.setdefault((t.dtype, t.device), []).append(t)
         for ts in by_kind.values():
             xp = ts[0].device.xp
-            flat = xp.concatenate([t.data.reshape(-1) for t in ts])
+            flat = xp.concatenate([t.array.reshape(-1) for t in ts])
             self._comm.broadcast(flat, src, f"DistributedDataParallel's broadcast of {what}")
             o = 0
             for t in ts:
-                n = t.data.size
-                t.data[...] = flat[o:o + n].reshape(t.shape)
+                n = t.array.size
+                t.array[...] = flat[o:o + n].reshape(t.shape)
                 t._bump_version()
                 o += n
 
@@ -389,13 +389,13 @@ class DistributedDataParallel(Module):
         flat, n = b.flat, b.numel
         xp = b.params[0].device.xp
         for j, (p, o) in enumerate(zip(b.params, b.offsets)):
-            size = p.data.size
+            size = p.array.size
             used = p.grad is not None and (id(p) in self._used_now
                                            or id(p) in self._used_unsynced)
             # a .grad this backward did not touch still counts (PyTorch packs any defined
             # .grad): earlier synced backwards of the same step left it equal on all ranks
             if p.grad is not None:
-                xp.divide(p.grad.data.reshape(-1), self._divisor, out=flat[o:o + size])
+                xp.divide(p.grad.array.reshape(-1), self._divisor, out=flat[o:o + size])
             else:
                 flat[o:o + size] = 0
             flat[n + j] = 1 if used else 0
@@ -425,11 +425,11 @@ class DistributedDataParallel(Module):
             for j, (p, o) in enumerate(zip(b.params, b.offsets)):
                 if flat[n + j] == 0:
                     continue  # no rank used it: .grad stays as it is
-                view = flat[o:o + p.data.size].reshape(p.shape)
+                view = flat[o:o + p.array.size].reshape(p.shape)
                 if p.grad is None:
                     p.grad = _wrap(view.copy(), p.device, None, 0, False)
                 else:
-                    p.grad.data[...] = view
+                    p.grad.array[...] = view
         stats["pack_s"] += time.perf_counter() - t0
         self._used_unsynced.clear()
         self._unused_fresh = True

@@ -25,14 +25,14 @@ class Parameter(Tensor):
             data = Tensor([], dtype=get_default_dtype())
         version = [0]
         if isinstance(data, Tensor):
-            arr, dev = data.data, data.device
+            arr, dev = data.array, data.device
             version = data._version  # same array, same version counter
         else:
             dev = device_of_array(data) if hasattr(data, "shape") else get_device("cpu")
             arr = _to_array(data, None, dev)
         if requires_grad:
             check_differentiable("Parameter", arr.dtype)
-        self.data = arr
+        self.array = arr
         self.device = dev
         self.requires_grad = bool(requires_grad)
         self.grad = None
@@ -45,9 +45,9 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     def __deepcopy__(self, memo):
-        p = _rebuild_parameter(self.data.copy(), self.requires_grad, None)
+        p = _rebuild_parameter(self.array.copy(), self.requires_grad, None)
         if self.grad is not None:
-            p.grad = _wrap(self.grad.data.copy(), self.grad.device, None, 0, False)
+            p.grad = _wrap(self.grad.array.copy(), self.grad.device, None, 0, False)
         memo[id(self)] = p
         return p
 
@@ -55,7 +55,7 @@ class Parameter(Tensor):
 def _rebuild_parameter(data, requires_grad, grad):
     p = Parameter.__new__(Parameter)
     p._node, p._out_nr, p._version, p._base = None, 0, [0], None
-    p.data = data
+    p.array = data
     p.device = device_of_array(data)
     p.requires_grad = requires_grad
     p.grad = grad

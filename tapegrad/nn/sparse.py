@@ -49,7 +49,7 @@ class Embedding(Module):
     def reset_parameters(self):
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx] = 0
+            self.weight.array[self.padding_idx] = 0
             self.weight._bump_version()
 
     def forward(self, input):

@@ -137,10 +137,10 @@ class SyncBatchNorm(_BatchNorm):
         # update (as BatchNorm*d; the statistics' collective still runs on every rank)
         track = self.track_running_stats and not is_recomputing()
         if track:
-            self.num_batches_tracked.data[...] += 1
+            self.num_batches_tracked.array[...] += 1
             self.num_batches_tracked._bump_version()
             if self.momentum is None:  # cumulative moving average
-                momentum = 1.0 / int(self.num_batches_tracked.data)
+                momentum = 1.0 / int(self.num_batches_tracked.array)
         return SyncBatchNormFunction.apply(
             x, self.weight, self.bias, running_mean=self.running_mean if track else None,
             running_var=self.running_var if track else None, momentum=float(momentum),

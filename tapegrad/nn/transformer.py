@@ -63,7 +63,7 @@ def _check_fused_mask(who, name, mask):
     """PyTorch's fused paths read a float mask as bool (nonzero = masked out)."""
     if mask is None:
         return
-    d = mask.data
+    d = mask.array
     if bool(((d != 0) & ~mask.device.xp.isneginf(d)).any()):
         raise ArgumentError(
             f"{who}: {name} has values other than 0 and -inf; in eval mode with no gradient "
@@ -83,7 +83,7 @@ def _detect_is_causal_mask(mask, is_causal, size):
     xp = mask.device.xp
     above = xp.triu(xp.ones((sz, sz), dtype=bool), 1)
     causal = above if mask.dtype == np.bool_ else xp.where(above, -np.inf, 0.0)
-    return bool((mask.data == causal).all())
+    return bool((mask.array == causal).all())
 
 
 def _seq_len(src, batch_first):
@@ -260,7 +260,7 @@ class TransformerEncoder(Module):
         pad = None
         if (self.use_nested_tensor and kpm is not None and kpm.ndim == 2 and mask is None
                 and isinstance(first, TransformerEncoderLayer) and first._fused_path(src)):
-            pad = kpm.data != 0  # (N, S): True at padding
+            pad = kpm.array != 0  # (N, S): True at padding
             if not bool((pad[:, 1:] >= pad[:, :-1]).all()):  # not left-aligned
                 if self.mask_check:
                     pad = None

@@ -168,7 +168,7 @@ def host(v) -> np.ndarray | None:
     """A static input's value as a host NumPy array."""
     if v is None:
         return None
-    return to_host(v.data if isinstance(v, Tensor) else v)
+    return to_host(v.array if isinstance(v, Tensor) else v)
 
 
 def host_ints(v, node: NodeInfo | None = None, what: str = "a static input") -> list[int] | None:

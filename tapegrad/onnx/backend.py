@@ -65,7 +65,7 @@ class BackendRep(_OnnxBackendRep):
         fields = [n if n.isidentifier() else f"output_{i}"
                   for i, n in enumerate(self.module.output_names)]
         row = namedtuple("Outputs", fields, rename=True)
-        return row(*(to_host(o.data) for o in out))
+        return row(*(to_host(o.array) for o in out))
 
 
 class Backend(_OnnxBackend):

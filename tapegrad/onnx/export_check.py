@@ -30,7 +30,7 @@ def changed_input(t: Tensor) -> Tensor:
     """``t`` with other values of the same shape and dtype: floats mapped by an
     affine map that flips signs and scales (so masks and branches on the sign or
     the size change), anything else rolled (integer indices stay valid indices)."""
-    a = to_host(t.data)
+    a = to_host(t.array)
     if a.dtype.kind == "f":
         b = 0.3 - 1.7 * a
     else:
@@ -87,12 +87,12 @@ def _same(a, b, traced) -> bool:
     """Whether two constants agree (traced values, parameters and objects that
     are neither numbers nor arrays are not constants to compare)."""
     if isinstance(a, Tensor) or hasattr(a, "shape") and hasattr(a, "dtype"):
-        if id(a) in traced or isinstance(a, Tensor) and id(a.data) in traced:
+        if id(a) in traced or isinstance(a, Tensor) and id(a.array) in traced:
             return True
         if not (isinstance(b, Tensor) or hasattr(b, "shape")):
             return False
-        x = to_host(a.data if isinstance(a, Tensor) else a)
-        y = to_host(b.data if isinstance(b, Tensor) else b)
+        x = to_host(a.array if isinstance(a, Tensor) else a)
+        y = to_host(b.array if isinstance(b, Tensor) else b)
         return x.shape == y.shape and bool(np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"))
     if isinstance(a, (tuple, list)):
         return (isinstance(b, (tuple, list)) and len(a) == len(b)

@@ -104,14 +104,14 @@ class Call:
     def info(self, key: str):
         """Argument ``key``'s array where it lives, for its shape and dtype (no copy)."""
         v = self.a[key]
-        return v.data if isinstance(v, Tensor) else v
+        return v.array if isinstance(v, Tensor) else v
 
     def arr(self, key: str):
         """Argument ``key`` as a host array, for its values (None stays None)."""
         v = self.a[key]
         if v is None:
             return None
-        return to_host(v.data if isinstance(v, Tensor) else v)
+        return to_host(v.array if isinstance(v, Tensor) else v)
 
     def batch(self, key: str):
         """The batch axis of argument ``key`` (None: it has none)."""
@@ -157,13 +157,13 @@ class Graph:
     def bind(self, t, name: str, batch) -> None:
         """``t`` (a Tensor) is the value ``name`` from now on."""
         self.names[id(t)] = name
-        self.names[id(t.data)] = name
+        self.names[id(t.array)] = name
         self.meta[name] = (tuple(t.shape), np.dtype(t.dtype), batch)
 
     def batch_of(self, v):
         name = self.names.get(id(v))
         if name is None and isinstance(v, Tensor):
-            name = self.names.get(id(v.data))
+            name = self.names.get(id(v.array))
         return self.meta[name][2] if name in self.meta else None
 
     def value(self, v) -> str:
@@ -175,7 +175,7 @@ class Graph:
         name = self.names.get(id(v))
         if name is not None:
             return name
-        data = v.data if isinstance(v, Tensor) else v
+        data = v.array if isinstance(v, Tensor) else v
         if data is not v:
             name = self.names.get(id(data))
             if name is not None:

@@ -116,7 +116,7 @@ def _trace(model, inputs):
     state = model.state_dict(keep_vars=True) if hasattr(model, "state_dict") else {}
     for name, t in state.items():
         params.setdefault(id(t), name)
-        params.setdefault(id(t.data), name)
+        params.setdefault(id(t.array), name)
     # a forward that writes its own parameters or buffers in place (x += ..., copy_)
     # cannot be a stateless graph, whose initializers would hold the updated values
     versions = [(name, t, t._version[0]) for name, t in state.items() if isinstance(t, Tensor)]
@@ -158,7 +158,7 @@ def _emit(g: Graph, rec) -> None:
     if isinstance(rec, Alias):  # x += y: x is y's value from now on
         name = g.value(rec.source)
         g.names[id(rec.target)] = name
-        g.names[id(rec.target.data)] = name
+        g.names[id(rec.target.array)] = name
         return
     fn = lookup(rec.fn)
     if fn is None:

@@ -123,7 +123,7 @@ def _as_input(rule, j, v, device=None):
     if v is None:
         return v
     if j in rule.static:
-        return v.data if isinstance(v, Tensor) else v
+        return v.array if isinstance(v, Tensor) else v
     if device is not None and v.device is not device:
         return v.to(device)
     return v
@@ -343,8 +343,8 @@ def _fold(lim, rule, info, ins, outs, consts):
     for name, v in zip(outs, vals):
         if name:
             v = v if isinstance(v, Tensor) else tensor(v)
-            nbytes = int(v.data.nbytes)
-            lim.check_value(int(v.data.size), v.data.itemsize, f"{info.label()}: output {name!r}")
+            nbytes = int(v.array.nbytes)
+            lim.check_value(int(v.array.size), v.array.itemsize, f"{info.label()}: output {name!r}")
             lim.spend(nbytes, f"{info.label()}: output {name!r}")
             consts[name] = v
 

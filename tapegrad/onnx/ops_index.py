@@ -49,7 +49,7 @@ def _trilu(node, x, k=None):
     if x.dtype.kind != "f":
         xp = x.device.xp
         fn = xp.triu if node.get("upper", 1) else xp.tril
-        return tensor(fn(x.data, diag), device=x.device)
+        return tensor(fn(x.array, diag), device=x.device)
     return (ops.triu if node.get("upper", 1) else ops.tril)(x, diag)
 
 
@@ -60,7 +60,7 @@ def _cumsum(node, x, axis):
     flip = (slice(None),) * axis + (slice(None, None, -1),)
     y = ops.getitem(x, flip) if rev else x
     if x.dtype.kind != "f":
-        y = tensor(y.data.cumsum(axis=axis).astype(x.dtype), device=x.device)
+        y = tensor(y.array.cumsum(axis=axis).astype(x.dtype), device=x.device)
     else:
         y = ops.cumsum(y, axis)
     if node.get("exclusive", 0):

@@ -20,7 +20,7 @@ def _raw(fn, *xs):
     """``fn(xp, *arrays)`` as a Tensor without a graph, on the inputs' device."""
     dev = xs[0].device
     with np.errstate(all="ignore"):  # NaN/inf results are ONNX's answer, not a mistake
-        out = fn(dev.xp, *(x.data for x in xs))
+        out = fn(dev.xp, *(x.array for x in xs))
     return tensor(out, device=dev)
 
 

@@ -34,7 +34,7 @@ def _legacy_broadcast(node: NodeInfo, a, b):
 def _int_binary(node, fn, a, b):
     """Integer/bool arithmetic on the raw arrays (no gradient), ONNX's rules."""
     xp = a.device.xp
-    out = fn(xp, a.data, b.data)
+    out = fn(xp, a.array, b.array)
     return tensor(out.astype(np.result_type(a.dtype, b.dtype), copy=False), device=a.device)
 
 
@@ -77,7 +77,7 @@ def _variadic(node, *xs):
 def _pow(node, x, y):
     if x.dtype.kind in "iu":  # the result has the base's dtype (no gradient)
         xp = x.device.xp
-        return tensor(xp.power(x.data, y.data).astype(x.dtype), device=x.device)
+        return tensor(xp.power(x.array, y.array).astype(x.dtype), device=x.device)
     if y.ndim == 0 and not y.requires_grad and y.dtype.kind in "iuf":
         return ops.pow(x, float(host(y)))  # the common x ** constant (no gradient to it)
     return ops.pow(x, y)
@@ -114,7 +114,7 @@ def _leaky_relu(node, x):
 def _prelu(node, x, slope):
     """``slope`` broadcasts to ``x`` NumPy-style (aligned at the last axis); before
     opset 7 a 1-D slope of C values is one per channel (axis 1)."""
-    n = slope.data.size
+    n = slope.array.size
     if node.opset < 7 and slope.ndim == 1 and x.ndim >= 2 and n == x.shape[1]:
         return ops.prelu(x, slope)
     full = (1,) * (x.ndim - slope.ndim) + tuple(slope.shape)
@@ -189,7 +189,7 @@ def _clip(node, x, lo=None, hi=None):
         hi = None if hi is None else host_scalar(node, hi, "max")
     if x.dtype.kind in "iu":
         xp = x.device.xp
-        return tensor(xp.clip(x.data, lo, hi), device=x.device)
+        return tensor(xp.clip(x.array, lo, hi), device=x.device)
     return ops.clip(x, lo, hi)
 
 
@@ -269,14 +269,14 @@ def _reduce(node, x, axes=None):
             return x
         axes = list(range(x.ndim))
     axes = tuple(sorted(norm_axis(node, a, x.ndim, "axes") for a in axes))
-    if x.data.size == 0 and node.op_type in ("ReduceMax", "ReduceMin"):
+    if x.array.size == 0 and node.op_type in ("ReduceMax", "ReduceMin"):
         # ONNX's identity: -inf for max, +inf for min (False/True for bool); no gradient
         kind = x.dtype.kind
         lo, hi = (False, True) if kind == "b" else (-np.inf, np.inf) if kind == "f" else \
             (np.iinfo(x.dtype).min, np.iinfo(x.dtype).max)
         xp = x.device.xp
         fn, init = (xp.max, lo) if node.op_type == "ReduceMax" else (xp.min, hi)
-        return tensor(fn(x.data, axis=axes, keepdims=keep, initial=init), device=x.device)
+        return tensor(fn(x.array, axis=axes, keepdims=keep, initial=init), device=x.device)
     if x.dtype.kind in "iub" and node.op_type not in ("ReduceMax", "ReduceMin"):
         raise node.unsupported(f"{node.op_type} of {x.dtype}", "tapegrad reduces floats")
     return _REDUCE[node.op_type](x, axis=axes, keepdims=keep)
@@ -287,7 +287,7 @@ def _argmax(node, x):
     """Indices (int64, no gradient) on the raw array."""
     axis = norm_axis(node, int(node.get("axis", 0)), x.ndim)
     xp = x.device.xp
-    data = x.data
+    data = x.array
     if node.get("select_last_index", 0):
         data = xp.flip(data, axis)
     idx = (xp.argmax if node.op_type == "ArgMax" else xp.argmin)(data, axis=axis)

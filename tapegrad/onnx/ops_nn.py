@@ -269,8 +269,8 @@ def _lrn(node, x):
     need_float(node, x)
     size = int(node.get("size"))
     # the window sum pads the channel axis by about ``size``
-    node.check_size(x.data.size // max(x.shape[1], 1) * (x.shape[1] + size) if x.ndim > 1
-                    else x.data.size, x.dtype, "its padded channels")
+    node.check_size(x.array.size // max(x.shape[1], 1) * (x.shape[1] + size) if x.ndim > 1
+                    else x.array.size, x.dtype, "its padded channels")
     alpha = float(node.get("alpha", 1e-4))
     return ops.local_response_norm(x, size, alpha / size, float(node.get("beta", 0.75)),
                                    float(node.get("bias", 1.0)), alpha_over_size=False)

@@ -72,7 +72,7 @@ def _shape(node, x):
 
 @rule("Size")
 def _size(node, x):
-    return tensor(np.array(x.data.size, dtype=np.int64))
+    return tensor(np.array(x.array.size, dtype=np.int64))
 
 
 def _cast_to(node, x, dtype):
@@ -81,7 +81,7 @@ def _cast_to(node, x, dtype):
                                "float types only")
     if dtype.kind == "f" and x.dtype.kind == "f":
         return ops.cast(x, dtype)  # the gradient is cast back
-    return tensor(x.data.astype(dtype), device=x.device)
+    return tensor(x.array.astype(dtype), device=x.device)
 
 
 def _check_cast(node):
@@ -204,8 +204,8 @@ def _tile(node, x, repeats):
 
 
 def _gather_size(node, x, indices):
-    return x.data.size // max(x.shape[int(node.get("axis", 0)) % max(x.ndim, 1)], 1) * \
-        indices.data.size if x.ndim else None
+    return x.array.size // max(x.shape[int(node.get("axis", 0)) % max(x.ndim, 1)], 1) * \
+        indices.array.size if x.ndim else None
 
 
 @rule("Gather", attrs=("axis",), size=_gather_size)

@@ -183,7 +183,7 @@ class trace:
 def value_ids(v) -> tuple:
     """The ids a value is known by: a Tensor's and its array's; a tuple's items'."""
     if isinstance(v, Tensor):
-        return (id(v), id(v.data))
+        return (id(v), id(v.array))
     if isinstance(v, (tuple, list)):
         return tuple(i for item in v for i in value_ids(item))
     return (id(v),)

@@ -101,7 +101,7 @@ def pdist(x, x0, p=2, no_root=False, epsilon=1e-6, aggregate=False, instance_wei
     >>> ops.pdist(x, x0, p=2, no_root=True, aggregate=True)   # sum of squared L2
     """
     xt = as_tensor(x)
-    xd = xt.data
+    xd = xt.array
     xp = xt.device.xp
     if not isinstance(x0, Tensor):
         x0 = xp.asarray(x0, dtype=xd.dtype)

@@ -83,9 +83,9 @@ class Dropout(Function):
 def _make_mask(x, p, shape=None):
     """A (scaled) keep mask of ``shape`` (default ``x``'s) in ``x``'s dtype, from
     the global generator."""
-    dt = x.data.dtype
+    dt = x.array.dtype
     xp = x.device.xp
-    shape = x.data.shape if shape is None else shape
+    shape = x.array.shape if shape is None else shape
     if p == 1:
         return xp.zeros(shape, dtype=dt)
     u = _uniforms(x, shape)
@@ -101,7 +101,7 @@ def _uniforms(x, shape):
     for float64 inputs, else float32)."""
     xp = x.device.xp
     gen = get_generator(x.device)
-    return gen.random(shape, dtype=xp.float64 if x.data.dtype == xp.float64 else xp.float32)
+    return gen.random(shape, dtype=xp.float64 if x.array.dtype == xp.float64 else xp.float32)
 
 
 def _check_p(op, p):
@@ -131,11 +131,11 @@ def dropout(x, p=0.5, training=True, mask=None, return_mask=False):
         return (x, None) if return_mask else x
     if mask is None:
         if not return_mask and 0 < p < 1 and kernels.on_cuda(x.device.backend):
-            u = _uniforms(x, x.data.shape)
-            return Dropout.apply(x, u, draw=(float(p), x.data.dtype.type(1 / (1 - p))))
+            u = _uniforms(x, x.array.shape)
+            return Dropout.apply(x, u, draw=(float(p), x.array.dtype.type(1 / (1 - p))))
         m = _make_mask(x, float(p))
     else:
-        m = mask.data if isinstance(mask, Tensor) else x.device.xp.asarray(mask)
+        m = mask.array if isinstance(mask, Tensor) else x.device.xp.asarray(mask)
         if m.dtype != x.dtype:
             m = m.astype(x.dtype)
         check_broadcasts(op, "mask", m, x.shape, f"the input {describe(x)}",

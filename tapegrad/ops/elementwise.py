@@ -330,7 +330,7 @@ def sign(x):
     >>> ops.sign(tapegrad.tensor([-2.0, 0.0, 3.0]))   # [-1, 0, 1]
     """
     t = x if isinstance(x, Tensor) else Tensor(x)
-    out = t.data.copy() if t.dtype == np.bool_ else t.device.xp.sign(t.data)  # as torch
+    out = t.array.copy() if t.dtype == np.bool_ else t.device.xp.sign(t.array)  # as torch
     return _wrap(out, t.device, None, 0, False)
 
 
@@ -410,7 +410,7 @@ def where(cond, x=None, y=None):
 
     >>> ops.where(x > 0, x, 0.1 * x)
     """
-    c = cond.data if isinstance(cond, Tensor) else cond
+    c = cond.array if isinstance(cond, Tensor) else cond
     if getattr(c, "dtype", np.dtype(bool)) != np.bool_:
         raise DTypeError(f"where: the condition must be boolean, got {describe(c)}")
     if x is None and y is None:

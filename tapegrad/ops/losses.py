@@ -284,7 +284,7 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
     >>> ops.cross_entropy(tapegrad.tensor([[2.0, 0.0]]), np.array([0]))  # log(1 + e^-2)
     """
     x = as_tensor(logits)
-    xd = x.data
+    xd = x.array
     xp = x.device.xp
     t = const(target, xp)
     check_float("cross_entropy", xd, "scores")
@@ -351,7 +351,7 @@ def nll_loss(log_probs, target, weight=None, ignore_index=-100, reduction="mean"
     >>> ops.nll_loss(ops.log_softmax(x), np.array([2, 0]))
     """
     x = as_tensor(log_probs)
-    xd = x.data
+    xd = x.array
     xp = x.device.xp
     check_float("nll_loss", xd, "scores")
     t, valid, n_valid = _class_targets("nll_loss", xd, const(target, xp), ignore_index, xp)
@@ -401,7 +401,7 @@ def _elementwise_pair(op, input, target):
     x = as_tensor(input)
     xp = x.device.xp
     y = target if isinstance(target, Tensor) else const(target, xp, x.dtype)
-    check_float(op, x.data)
+    check_float(op, x.array)
     check_float(op, y, "target")
     try:
         shape = np.broadcast_shapes(x.shape, y.shape)
@@ -554,7 +554,7 @@ def binary_cross_entropy_with_logits(logits, target, weight=None, pos_weight=Non
     op = "binary_cross_entropy_with_logits"
     x = as_tensor(logits)
     xp = x.device.xp
-    xd = x.data
+    xd = x.array
     check_float(op, xd, "logits")
     t = target if isinstance(target, Tensor) else const(target, xp, xd.dtype)
     if t.shape != x.shape:

@@ -162,7 +162,7 @@ def _dx(xp, g, xc, k, shift, scale):
 def _ema(t, value, momentum):
     """running <- (1 - momentum) * running + momentum * value, in place, bumping
     the tensor's version (no gradient flows through running statistics)."""
-    data = t.data
+    data = t.array
     data[...] = data * (1 - momentum) + value.astype(data.dtype, copy=False) * momentum
     t._bump_version()
 
@@ -230,8 +230,8 @@ class BatchNorm(Function):
                 _ema(running_var, var * (m / (m - 1)), momentum)  # unbiased
         else:
             if running_mean is not None:
-                mean = xp.asarray(running_mean.data, dtype=x.dtype)
-                var = xp.asarray(running_var.data, dtype=x.dtype)
+                mean = xp.asarray(running_mean.array, dtype=x.dtype)
+                var = xp.asarray(running_var.array, dtype=x.dtype)
             else:  # an empty batch in training without running statistics
                 mean, var = xp.zeros(c, x.dtype), xp.ones(c, x.dtype)
             delta = None

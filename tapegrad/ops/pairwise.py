@@ -123,7 +123,7 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     op = "binary_cross_entropy"
     x = as_tensor(input)
     xp = x.device.xp
-    xd = x.data
+    xd = x.array
     check_float(op, xd)
     t = target if isinstance(target, Tensor) else const(target, xp, xd.dtype)
     check_float(op, t, "target")
@@ -242,8 +242,8 @@ def cosine_similarity(x1, x2, axis=1, eps=1e-8):
     """
     op = "cosine_similarity"
     a, b = as_tensor(x1), as_tensor(x2)
-    check_float(op, a.data, "x1")
-    check_float(op, b.data, "x2")
+    check_float(op, a.array, "x1")
+    check_float(op, b.array, "x2")
     try:
         shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
@@ -268,7 +268,7 @@ def normalize(x, p=2.0, axis=1, eps=1e-12):
     >>> ops.normalize(tapegrad.tensor([[3.0, 4.0]]))  # [[0.6, 0.8]]
     """
     t = as_tensor(x)
-    check_float("normalize", t.data)
+    check_float("normalize", t.array)
     eps = _check_number("normalize", "eps", eps)
     return t / _ew.clip(norm(t, p, axis=axis, keepdims=True), eps)
 
@@ -284,7 +284,7 @@ def margin_ranking_loss(x1, x2, y, margin=0.0, reduction="mean"):
     """
     op = "margin_ranking_loss"
     a, b = as_tensor(x1), as_tensor(x2)
-    check_float(op, a.data, "x1")
+    check_float(op, a.array, "x1")
     t = y if isinstance(y, Tensor) else const(y, a.device.xp, a.dtype)
     if not a.ndim == b.ndim == t.ndim:
         raise ShapeError(f"{op}: x1, x2 and y must have the same number of dimensions, got "
@@ -307,8 +307,8 @@ def cosine_embedding_loss(x1, x2, y, margin=0.0, reduction="mean"):
     """
     op = "cosine_embedding_loss"
     a, b = as_tensor(x1), as_tensor(x2)
-    check_float(op, a.data, "x1")
-    check_float(op, b.data, "x2")
+    check_float(op, a.array, "x1")
+    check_float(op, b.array, "x2")
     t = const(y, a.device.xp)
     if t.ndim not in (0, 1) or not a.ndim == b.ndim == t.ndim + 1:
         raise ShapeError(f"{op}: expected x1 and x2 of shape (N, D) with y (N,), or (D,) with a "
@@ -341,7 +341,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     op = "triplet_margin_loss"
     a, pos, neg = as_tensor(anchor), as_tensor(positive), as_tensor(negative)
     for name, v in (("anchor", a), ("positive", pos), ("negative", neg)):
-        check_float(op, v.data, name)
+        check_float(op, v.array, name)
     if not a.ndim == pos.ndim == neg.ndim:
         raise ShapeError(f"{op}: anchor, positive and negative must have the same number of "
                          f"dimensions, got {describe(a)}, {describe(pos)} and {describe(neg)}")

@@ -365,7 +365,7 @@ def rnn_layer(x, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None, *, mode="
         xw = xw.reshape(steps * batch, xw.shape[-1])  # (T, B, G) -> (T*B, G)
     cuts = np.cumsum(sizes)[:-1].tolist()
     xs = shape.split(xw, cuts, axis=0) if cuts else (xw,)
-    w_t = weight_hh.device.xp.ascontiguousarray(weight_hh.data.T)  # (G, H_out) -> (H_out, G)
+    w_t = weight_hh.device.xp.ascontiguousarray(weight_hh.array.T)  # (G, H_out) -> (H_out, G)
     outs = [None] * steps
     ends_h, ends_c = [], []
     rows = sizes[-1] if reverse else batch

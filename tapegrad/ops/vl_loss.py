@@ -279,7 +279,7 @@ def loss(x, c, kind="softmaxlog", instance_weights=None, topk=5, threshold=0.0):
     """
     op = f"loss(kind={kind!r})"
     xt = _tensor(x)
-    xd = xt.data
+    xd = xt.array
     xp = xt.device.xp
     _check_float(op, xd)
     if kind not in _CATEGORICAL and kind not in _BINARY:

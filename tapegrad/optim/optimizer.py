@@ -119,7 +119,7 @@ class Optimizer:
                 if set_to_none or p.grad is None:
                     p.grad = None
                 else:
-                    p.grad.data[...] = 0
+                    p.grad.array[...] = 0
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient. ``closure``
@@ -135,7 +135,7 @@ class Optimizer:
                         continue
                     state = self.state.setdefault(p, {})
                     with p.device.use():
-                        self._update(p.data, p.grad.data, state, group)
+                        self._update(p.array, p.grad.array, state, group)
                     p._bump_version()
         return loss
 
@@ -250,7 +250,7 @@ class Optimizer:
                          if k not in s and k not in self._lazy_state]
         for k in self._state_counters:
             v = s.get(k, 0)
-            v = v.data if isinstance(v, Tensor) else v
+            v = v.array if isinstance(v, Tensor) else v
             if getattr(v, "shape", None) == () and getattr(v, "dtype", None) is not None \
                     and v.dtype.kind in "iu":
                 v = int(v)
@@ -259,7 +259,7 @@ class Optimizer:
         for k in self._state_buffers:
             if k not in s:
                 continue
-            v = s[k].data if isinstance(s[k], Tensor) else s[k]
+            v = s[k].array if isinstance(s[k], Tensor) else s[k]
             shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
             if shape is None or not isinstance(dtype, np.dtype) or dtype.kind != "f":
                 problems.append(f"{where}: {k!r} must be a float array, got "
@@ -296,7 +296,7 @@ class Optimizer:
 
     def _cast_state(self, key, value, p):
         if isinstance(value, Tensor):
-            value = value.data
+            value = value.array
         if key in self._state_counters:
             return int(value)
         if hasattr(value, "shape") and hasattr(value, "dtype"):

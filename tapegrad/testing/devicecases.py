@@ -143,7 +143,7 @@ def run_layer(case: LayerCase, device) -> dict[str, np.ndarray]:
     res = {}
     loss = None
     for k, o in enumerate(outs):
-        res[f"output {k}"] = _check_on(dev, f"{case.name} output {k}", o.data)
+        res[f"output {k}"] = _check_on(dev, f"{case.name} output {k}", o.array)
         if o.requires_grad:
             w = Tensor(np.random.default_rng(k + 1).standard_normal(o.shape), dtype=o.dtype,
                        device=dev)
@@ -154,12 +154,12 @@ def run_layer(case: LayerCase, device) -> dict[str, np.ndarray]:
     for i, x in enumerate(xs):
         if x.grad is not None:
             res[f"grad input {i}"] = _check_on(dev, f"{case.name} input {i} gradient",
-                                               x.grad.data)
+                                               x.grad.array)
     for name, p in module.named_parameters():
         if p.grad is not None:
-            res[f"grad {name}"] = _check_on(dev, f"{case.name} {name} gradient", p.grad.data)
+            res[f"grad {name}"] = _check_on(dev, f"{case.name} {name} gradient", p.grad.array)
     for name, t in module.state_dict().items():
-        res[f"state {name}"] = _check_on(dev, f"{case.name} {name}", t.data)
+        res[f"state {name}"] = _check_on(dev, f"{case.name} {name}", t.array)
     return res
 
 
@@ -202,12 +202,12 @@ def run_optimizer(name: str, device, steps: int = 3, dtype=np.float32) -> dict[s
         for p in params:
             p.grad = Tensor(rng.standard_normal(p.shape).astype(dtype), device=dev)
         opt.step()
-    res = {f"param {i}": _check_on(dev, f"{name} param {i}", p.data)
+    res = {f"param {i}": _check_on(dev, f"{name} param {i}", p.array)
            for i, p in enumerate(params)}
     for i, p in enumerate(params):
         for key, v in opt.state.get(p, {}).items():
             if hasattr(v, "shape") and not isinstance(v, (int, float)):
-                arr = v.data if isinstance(v, Tensor) else v
+                arr = v.array if isinstance(v, Tensor) else v
                 if getattr(arr, "ndim", 0):
                     res[f"state {i} {key}"] = _check_on(dev, f"{name} state {key}", arr)
     return res
@@ -243,7 +243,7 @@ def run_lenet_steps(device, steps: int = 2, batch: int = 16, model: str = "lenet
         losses.append(float(loss.item()))
     res = {"losses": np.array(losses)}
     for name, t in net.state_dict().items():
-        res[name] = _check_on(dev, f"{model} {name}", t.data)
+        res[name] = _check_on(dev, f"{model} {name}", t.array)
     return res
 
 

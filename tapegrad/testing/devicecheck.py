@@ -66,12 +66,12 @@ def evaluate_on(spec, device, order: int = 1) -> list[tuple[str, np.ndarray]]:
                             for i, g in enumerate(second) if g is not None]
     host = []
     for label, t in results:
-        where = device_of_array(t.data)
+        where = device_of_array(t.array)
         if t.device is not dev or where is not dev:
             raise DeviceMismatchError(
                 f"{spec.id}: {label} is on {where} (Tensor.device {t.device}), not on {dev}: "
                 "the op moved its result off the device")
-        host.append((label, to_host(t.data)))
+        host.append((label, to_host(t.array)))
     return host
 
 

@@ -24,7 +24,7 @@ def _as_inputs(inputs, device):
         if isinstance(x, Tensor):
             requires = x.requires_grad or x.dtype.kind == "f"
             dev = x.device if device is None else device
-            data = x.data
+            data = x.array
         else:
             data = np.asarray(x)
             requires = data.dtype.kind == "f"
@@ -33,7 +33,7 @@ def _as_inputs(inputs, device):
             data = data.astype(np.float64)
         t = Tensor(data, device=dev, requires_grad=requires)
         # C order, so that perturbing data.reshape(-1) perturbs the tensor itself
-        t.data = t.device.xp.asarray(t.data, order="C")
+        t.array = t.device.xp.asarray(t.array, order="C")
         out.append(t)
     return out
 
@@ -46,7 +46,7 @@ def _scalar(fn, inputs, cotangents):
     total = 0.0
     for o, c in zip(outs, cotangents):
         if c is not None:
-            total += float((o.data * c).sum())
+            total += float((o.array * c).sum())
     return total
 
 
@@ -111,7 +111,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, device=None, n
     diff, grads = _analytic(fn, xs, cots)
     positions = [i for i, x in enumerate(xs) if x.requires_grad]
     for pos, x, g in zip(positions, diff, grads):
-        data = x.data
+        data = x.array
         numeric = np.zeros(data.shape)
         flat = data.reshape(-1)
         for j in range(flat.size):
@@ -122,7 +122,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, device=None, n
             fm = _scalar(fn, xs, cots)
             flat[j] = orig
             numeric.reshape(-1)[j] = (fp - fm) / (2 * eps)
-        _compare(name, numeric, None if g is None else g.data, atol, rtol,
+        _compare(name, numeric, None if g is None else g.array, atol, rtol,
                  f"input {pos} {tuple(data.shape)}")
     return True
 
@@ -139,17 +139,17 @@ def directional_gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, n_
     diff, grads = _analytic(fn, xs, cots)
     for _ in range(n_directions):
         dirs = [rng.standard_normal(x.shape) for x in diff]
-        analytic = sum(float((to_host(g.data) * d).sum()) for g, d in zip(grads, dirs)
+        analytic = sum(float((to_host(g.array) * d).sum()) for g, d in zip(grads, dirs)
                        if g is not None)
-        saved = [x.data.copy() for x in diff]
+        saved = [x.array.copy() for x in diff]
         for x, d in zip(diff, dirs):
-            x.data += x.device.xp.asarray(d) * eps
+            x.array += x.device.xp.asarray(d) * eps
         fp = _scalar(fn, xs, cots)
         for x, d in zip(diff, dirs):
-            x.data -= x.device.xp.asarray(d) * (2 * eps)
+            x.array -= x.device.xp.asarray(d) * (2 * eps)
         fm = _scalar(fn, xs, cots)
         for x, s in zip(diff, saved):
-            x.data[...] = s
+            x.array[...] = s
         _compare(name, np.float64((fp - fm) / (2 * eps)), np.float64(analytic), atol, rtol,
                  "a random direction")
     return True

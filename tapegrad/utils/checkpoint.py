@@ -79,7 +79,7 @@ class _Segment:
     def key(self, a):
         """The key of ``a``'s buffer (its base), or None if it is not an array."""
         if isinstance(a, engine.Tensor):
-            a = a.data
+            a = a.array
         if not (hasattr(a, "nbytes") and hasattr(a, "base")):
             return None
         base = a if a.base is None else a.base
@@ -104,7 +104,7 @@ class _Segment:
         self.kept = {self.key(a) for a in outside} - {None}  # arrays that exist anyway
         self._refs = None  # the forward is over: no more arrays to tell apart
         self.start = start
-        self.seeds = [((r._node, r._out_nr), r.data.shape, r.data.dtype.itemsize, 0)
+        self.seeds = [((r._node, r._out_nr), r.array.shape, r.array.dtype.itemsize, 0)
                       for r in roots]
         self._estimate = None
         return self
@@ -417,7 +417,7 @@ def checkpoint(function: Callable, *args, use_reentrant: bool = False,
                  for i, (target, k, shape, dtype) in enumerate(boundary.values())]
     ctx.n_out = len(roots)  # no out_meta: an unused output's gradient stays None (see backward)
     for j, k in enumerate(produced):
-        outs[k] = tape._wrap(roots[j].data, roots[j].device, ctx, j, True)
+        outs[k] = tape._wrap(roots[j].array, roots[j].device, ctx, j, True)
     return rebuild(outs)
 
 

@@ -90,7 +90,7 @@ def test_forward_notes_without_raising():
     with detect_anomaly() as anomaly:
         y = tg.where(x > 0, tg.log(x), 0.0)  # log(0) = -inf, log(-1) = NaN: thrown away
         z = tg.exp(x * 1000)  # +inf
-    assert np.isfinite(y.data).all() and not np.isfinite(z.data).all()
+    assert np.isfinite(y.array).all() and not np.isfinite(z.array).all()
     notes = {n.op: n for n in anomaly.forward_nonfinite}
     assert set(notes) == {"log", "exp"}
     assert notes["log"].kinds == ("NaN", "-inf") and notes["log"].shape == (3,)
@@ -141,7 +141,7 @@ def test_no_error_when_gradients_are_finite():
     x = _x([1.0, 2.0])
     with detect_anomaly():
         tg.where(x > 1.5, tg.log(x), x).sum().backward()
-    np.testing.assert_allclose(x.grad.data, [1.0, 0.5])
+    np.testing.assert_allclose(x.grad.array, [1.0, 0.5])
 
 
 def test_check_nan_false_only_records():
@@ -149,7 +149,7 @@ def test_check_nan_false_only_records():
     with detect_anomaly(check_nan=False):
         y = tg.where(x > 0, tg.log(x), 0.0)
         y.sum().backward()
-    assert np.isnan(x.grad.data[0])
+    assert np.isnan(x.grad.array[0])
     assert y.grad_fn.site[0] == __file__
 
 
@@ -232,7 +232,7 @@ def test_a_user_function_is_named_by_its_class():
     assert "`Recip`" in msg and "`Recip(where(mask, x, 1))`" in msg
     x = _x([2.0])
     Recip.apply(x).sum().backward()  # the class itself was left alone
-    np.testing.assert_allclose(x.grad.data, [-0.25])
+    np.testing.assert_allclose(x.grad.array, [-0.25])
 
 
 def test_create_graph_under_anomaly_mode():
@@ -240,7 +240,7 @@ def test_create_graph_under_anomaly_mode():
     with detect_anomaly():
         (g,) = tg.grad((x ** 3).sum(), x, create_graph=True)
         (h,) = tg.grad(g.sum(), x)
-    np.testing.assert_allclose(h.data, [6.0, 12.0])
+    np.testing.assert_allclose(h.array, [6.0, 12.0])
 
 
 def test_entry_recorded_under_anomaly_backward_after_it():
@@ -249,7 +249,7 @@ def test_entry_recorded_under_anomaly_backward_after_it():
     with detect_anomaly():
         y = tg.where(x > 0, tg.log(x), 0.0).sum()
     y.backward()  # PyTorch's rule: the check runs only while anomaly mode is on
-    assert np.isnan(x.grad.data[0]) and _hot_path_is_original()
+    assert np.isnan(x.grad.array[0]) and _hot_path_is_original()
 
 
 def _device(kind):
@@ -338,4 +338,4 @@ def test_exceptions_inside_leave_the_instrumentation_removed():
     with pytest.raises(GraphError, match="no backward is running"):
         engine.queue_callback(print)  # the engine's callback queue was closed too
     (x * 3).sum().backward()
-    np.testing.assert_array_equal(x.grad.data, [3.0, 3.0])
+    np.testing.assert_array_equal(x.grad.array, [3.0, 3.0])

@@ -37,12 +37,12 @@ def test_one_record_per_op_with_caffe_numbers():
                    ("mul", ""), ("sum", "")]
     lin2, sq = prof.records[2], prof.records[3]
     assert lin2.shape == (5, 3) and prof.records[4].shape == ()
-    assert lin2.mean_abs_output == pytest.approx(float(np.abs(y.data).mean()))
+    assert lin2.mean_abs_output == pytest.approx(float(np.abs(y.array).mean()))
     # d(sum(y*y))/dy = 2y: the gradient reaching the last layer's output
-    assert lin2.mean_abs_grad == pytest.approx(float(np.abs(2 * y.data).mean()))
+    assert lin2.mean_abs_grad == pytest.approx(float(np.abs(2 * y.array).mean()))
     assert sq.mean_abs_grad == pytest.approx(1.0)
     assert sorted(r.saved_bytes for r in prof.records) == sorted(saved.values())
-    assert sq.saved_bytes == 2 * y.data.nbytes  # mul keeps both operands
+    assert sq.saved_bytes == 2 * y.array.nbytes  # mul keeps both operands
     assert all(r.forward_ms > 0 and r.backward_ms > 0 for r in prof.records)
     assert all(r.line.startswith("test_profile.py:") for r in prof.records)
 
@@ -67,9 +67,9 @@ def test_backward_outside_the_profile_is_not_timed_and_tape_still_correct():
     loss.backward()
     assert all(r.mean_abs_grad is None for r in prof.records)
     ref = tg.randn(3, 4, requires_grad=True)
-    ref.data[...] = x.data
+    ref.array[...] = x.array
     net(ref).sum().backward()
-    np.testing.assert_allclose(x.grad.data, ref.grad.data)
+    np.testing.assert_allclose(x.grad.array, ref.grad.array)
 
 
 def test_summary_table_and_csv(tmp_path):

@@ -370,7 +370,7 @@ def test_weights_non_finite_after_the_last_step_are_not_saved(tmp_path, capsys,
 
     def poisoned(model, *args, **kwargs):
         result = real(model, *args, **kwargs)
-        next(iter(model.parameters())).data[...] = np.nan  # the last step overflowed
+        next(iter(model.parameters())).array[...] = np.nan  # the last step overflowed
         return result
 
     monkeypatch.setattr(train_mod, "train_epoch", poisoned)

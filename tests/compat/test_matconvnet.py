@@ -42,7 +42,7 @@ def test_lenet_v5_shapes_layout_and_meta(tmp_path, rng):
     w1, b1 = layers[0, 0]["weights"][0, 0], layers[0, 0]["weights"][0, 1]
     assert net.layers[0].weight.shape == (20, 1, 5, 5)
     assert isinstance(net.layers[0].weight, tapegrad.nn.Parameter)
-    np.testing.assert_array_equal(net.layers[0].weight.data[7, 0], w1[:, :, 0, 7])
+    np.testing.assert_array_equal(net.layers[0].weight.array[7, 0], w1[:, :, 0, 7])
     np.testing.assert_array_equal(net.layers[0].weights[0], w1)
     np.testing.assert_array_equal(net.layers[0].weights[1], b1)
     assert net.layers[0].weights[1].shape == (1, 20)
@@ -83,13 +83,13 @@ def test_v5_variants_net_struct_records_and_squeeze(tmp_path, rng):
     net = load_simplenn(path)
     assert net.meta["classes"]["name"][0] == "0"
     for a, b in zip(net.parameters(), ref.parameters()):
-        np.testing.assert_array_equal(a.data, b.data)
+        np.testing.assert_array_equal(a.array, b.array)
     # a dict that scipy.io.loadmat returned: records, or mat_struct objects
     for kw in ({}, {"struct_as_record": False}):
         d = scipy_io.loadmat(path, **kw)
         assert d["net"].shape == (1, 1)
         net2 = load_simplenn(d)
-        np.testing.assert_array_equal(net2.layers[2].weight.data, ref.layers[2].weight.data)
+        np.testing.assert_array_equal(net2.layers[2].weight.array, ref.layers[2].weight.array)
     # squeeze_me=True drops singleton dimensions: 5x5x1x2 filters come back 5x5x2
     d = scipy_io.loadmat(tmp_path / "net.mat", squeeze_me=True)
     assert d["layers"].shape == (8,) and d["layers"][0]["weights"][()][0].shape == (5, 5, 2)
@@ -119,7 +119,7 @@ def test_v73_hdf5_file(tmp_path, rng):
     assert b.meta["classes"]["description"] == [f"digit {i}" for i in range(5)]
     for (na, pa), (nb, pb) in zip(a.state_dict().items(), b.state_dict().items()):
         assert na == nb
-        np.testing.assert_array_equal(pa.data, pb.data)
+        np.testing.assert_array_equal(pa.array, pb.array)
     for la, lb in zip(a.layers, b.layers):
         for wa, wb in zip(la.weights, lb.weights):
             assert wa.shape == wb.shape

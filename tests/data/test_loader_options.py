@@ -233,7 +233,7 @@ def test_device_batches_of_every_path():
     y = tg.tensor(np.arange(6), device=DEV)
     both = TensorDataset(x, y) + TensorDataset(x, y)
     (bx, by), = list(DataLoader(both, 12, shuffle=True, seed=0, device=DEV))
-    assert isinstance(bx.data, FakeArray) and sorted(by.tolist()) == sorted(list(range(6)) * 2)
+    assert isinstance(bx.array, FakeArray) and sorted(by.tolist()) == sorted(list(range(6)) * 2)
     custom = next(iter(DataLoader(_ds(4), 2, collate_fn=lambda s: (tg.tensor([1.0]), "k"),
                                   device=DEV)))
     assert custom[0].device is DEV and custom[1] == "k"

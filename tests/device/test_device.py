@@ -74,7 +74,7 @@ def test_cuda_roundtrip_and_grad():
     back = x.to("cpu")
     assert back.device == "cpu"
     spec = kernels.elementwise("tg_test_scale", "T x", "T y", "y = x * 2")
-    np.testing.assert_allclose(spec(x.data).get(), 2 * np.arange(4.0))
+    np.testing.assert_allclose(spec(x.array).get(), 2 * np.arange(4.0))
 
 
 def test_malloc_tuning_can_be_switched_off():

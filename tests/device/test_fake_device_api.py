@@ -70,7 +70,7 @@ def test_fake_is_not_reachable_by_name_and_off_the_cpu_path():
 def test_to_cpu_and_back_is_differentiable():
     x = tg.tensor([1.0, 2.0], requires_grad=True)
     y = x.to(DEV)
-    assert y.device is DEV and isinstance(y.data, FakeArray) and y.to(DEV) is y
+    assert y.device is DEV and isinstance(y.array, FakeArray) and y.to(DEV) is y
     z = (y * y).cpu()
     assert z.device == "cpu" and not z.is_cuda
     z.sum().backward()
@@ -102,7 +102,7 @@ def test_tensor_from_arrays_of_any_device():
     assert a.device == "cpu" and a.dtype == np.float64
     b = tg.tensor(np.arange(3), device=DEV, dtype=np.float32)
     assert b.device is DEV and b.dtype == np.float32
-    assert to_device(b.data, "cpu").tolist() == [0.0, 1.0, 2.0]
+    assert to_device(b.array, "cpu").tolist() == [0.0, 1.0, 2.0]
 
 
 # ---------------------------------------------------------------- mixing rules
@@ -119,9 +119,9 @@ def test_host_constants_move_to_the_device():
     for y in (x + np.ones(3), x[np.array([1, 0])], ops.where(np.array([True, False, True]), x, 0.0),
               ops.cross_entropy(x, np.array([0, 2]), weight=np.array([1.0, 2.0, 3.0])),
               ops.cross_entropy(x, tg.tensor([0, 2])), ops.mse_loss(x, np.zeros((2, 3)))):
-        assert y.device is DEV and isinstance(y.data, FakeArray)
+        assert y.device is DEV and isinstance(y.array, FakeArray)
         y.sum().backward()
-    assert isinstance(x.grad.data, FakeArray)
+    assert isinstance(x.grad.array, FakeArray)
 
 
 def test_batch_norm_running_stats_on_another_device_refused():
@@ -140,8 +140,8 @@ def test_module_and_optimizer_state_move_with_the_model():
     net(tg.randn(5, 3)).sum().backward()
     opt.step()
     net.to(DEV)
-    assert all(isinstance(t.data, FakeArray) for t in net.state_dict().values())
-    assert all(isinstance(p.grad.data, FakeArray) for p in net.parameters())
+    assert all(isinstance(t.array, FakeArray) for t in net.state_dict().values())
+    assert all(isinstance(p.grad.array, FakeArray) for p in net.parameters())
     moved = optim.Adam(net.parameters(), lr=0.01)
     moved.load_state_dict(opt.state_dict())  # CPU buffers onto the parameters' device
     assert all(isinstance(v, FakeArray) for s in moved.state.values() for v in s.values()
@@ -154,13 +154,13 @@ def test_module_and_optimizer_state_move_with_the_model():
 
 def test_save_on_device_load_anywhere(tmp_path):
     t = tg.tensor([[1.0, 2.0]], device=DEV, requires_grad=True)
-    tg.save({"t": t, "raw": t.data, "n": 3}, tmp_path / "c.npz")
+    tg.save({"t": t, "raw": t.array, "n": 3}, tmp_path / "c.npz")
     back = tg.load(tmp_path / "c.npz")
     assert back["t"].device == "cpu" and back["t"].requires_grad and back["n"] == 3
     assert type(back["raw"]) is np.ndarray
     for kw in ({"map_location": DEV}, {"device": DEV}):
         on = tg.load(tmp_path / "c.npz", **kw)
-        assert on["t"].device is DEV and isinstance(on["t"].data, FakeArray)
+        assert on["t"].device is DEV and isinstance(on["t"].array, FakeArray)
         np.testing.assert_array_equal(on["t"].cpu().numpy(), [[1.0, 2.0]])
     assert tg.load(tmp_path / "c.npz", DEV)["t"].device is DEV  # positional, as torch.load
     with pytest.raises(ArgumentError, match="record no devices"):
@@ -176,17 +176,17 @@ def test_manual_seed_repeats_device_random_numbers():
     tg.manual_seed(3)
     np.testing.assert_array_equal(tg.randn(4, device=DEV).cpu().numpy(), a.cpu().numpy())
     np.testing.assert_array_equal(tg.rand(4, device=DEV).cpu().numpy(), b.cpu().numpy())
-    assert isinstance(a.data, FakeArray)
+    assert isinstance(a.array, FakeArray)
     net = nn.Linear(3, 2).to(DEV)
     nn.init.normal_(net.weight)
-    assert isinstance(net.weight.data, FakeArray)
+    assert isinstance(net.weight.array, FakeArray)
 
 
 def test_dataloader_batches_on_the_device():
     ds = TensorDataset(tg.tensor(np.arange(12.0).reshape(6, 2)), tg.tensor(np.arange(6)))
     batches = list(DataLoader(ds, 4, shuffle=True, seed=0, device=DEV))
     assert [len(y) for _, y in batches] == [4, 2]
-    assert all(isinstance(t.data, FakeArray) for b in batches for t in b)
+    assert all(isinstance(t.array, FakeArray) for b in batches for t in b)
 
 
 def test_train_command_on_the_device(tmp_path, capsys, monkeypatch):
@@ -222,7 +222,7 @@ def test_datasets_held_on_the_device():
     x = tg.tensor(np.arange(12.0).reshape(6, 2), device=DEV)
     ds = TensorDataset(x, tg.tensor(np.arange(6), device=DEV))
     (bx, by), = list(DataLoader(ds, 6, shuffle=True, seed=1, device=DEV))
-    assert isinstance(bx.data, FakeArray) and sorted(by.tolist()) == list(range(6))
+    assert isinstance(bx.array, FakeArray) and sorted(by.tolist()) == list(range(6))
 
     class Plain:  # no get_batch: samples are collated one by one
         def __len__(self):
@@ -232,14 +232,14 @@ def test_datasets_held_on_the_device():
             return x[i], i
 
     (px, py), = list(DataLoader(Plain(), 3, device=DEV))
-    assert isinstance(px.data, FakeArray) and px.shape == (3, 2) and py.tolist() == [0, 1, 2]
+    assert isinstance(px.array, FakeArray) and px.shape == (3, 2) and py.tolist() == [0, 1, 2]
 
 
 def test_new_tensor_from_a_device_tensor():
     t = tg.tensor([1.0, 2.0], device=DEV)
     assert tg.tensor([0.0]).new_tensor(t).device == "cpu"
     n = t.new_tensor(t)
-    assert n.device is DEV and n.data is not t.data and n.tolist() == [1.0, 2.0]
+    assert n.device is DEV and n.array is not t.array and n.tolist() == [1.0, 2.0]
 
 
 def test_backward_seed_on_another_device_refused_host_array_moved():
@@ -247,14 +247,14 @@ def test_backward_seed_on_another_device_refused_host_array_moved():
     with pytest.raises(DeviceError, match="backward: the gradient is on cpu but the root"):
         (x * 2).backward(tg.ones(2))
     (x * x).backward(np.ones(2, np.float32))  # a host array seed is moved
-    assert isinstance(x.grad.data, FakeArray) and x.grad.tolist() == [2.0, 4.0]
+    assert isinstance(x.grad.array, FakeArray) and x.grad.tolist() == [2.0, 4.0]
 
 
 def test_unrecorded_operators_follow_the_mixing_rule():
     x = tg.tensor([1.0, 2.0], device=DEV)
     for r in (x > np.array([1.5, 1.5]), x // np.array([1.0, 2.0]), np.array([3.0, 4.0]) % x,
               (x > 1) & np.array([True, True]), np.float32(1) < x):
-        assert isinstance(r.data, FakeArray)
+        assert isinstance(r.array, FakeArray)
     assert (x > np.array([1.5, 1.5])).tolist() == [False, True]
     with pytest.raises(DeviceError, match="comparison: operands are on different devices"):
         x == tg.tensor([1.0, 2.0])  # noqa: B015
@@ -266,7 +266,7 @@ def test_writes_copy_across_devices_as_in_pytorch():
     x = tg.zeros(3, device=DEV)
     x[0:2] = tg.tensor([1.0, 2.0])
     x.copy_(x + tg.tensor([1.0, 1.0, 1.0]).to(DEV))
-    assert isinstance(x.data, FakeArray) and x.tolist() == [2.0, 3.0, 1.0]
+    assert isinstance(x.array, FakeArray) and x.tolist() == [2.0, 3.0, 1.0]
     src = tg.tensor([5.0, 6.0, 7.0], requires_grad=True)
     y = tg.zeros(3, device=DEV)
     y.copy_(src)  # differentiable: the gradient goes back to the CPU source
@@ -278,11 +278,11 @@ def test_grad_clipping_and_schedulers_on_the_device():
     m = nn.Linear(3, 2).to(DEV)
     m(tg.randn(4, 3, device=DEV)).sum().backward()
     total = nn.utils.clip_grad_norm_(m.parameters(), 0.1)
-    assert total.device is DEV and isinstance(m.weight.grad.data, FakeArray)
+    assert total.device is DEV and isinstance(m.weight.grad.array, FakeArray)
     nn.utils.clip_grad_value_(m.parameters(), 0.01)
     assert float(abs(m.weight.grad).max()) <= 0.01
     opt = optim.SGD(m.parameters(), lr=0.1)
     sched = optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
     opt.step()
     sched.step()
-    assert opt.param_groups[0]["lr"] == 0.05 and isinstance(m.weight.data, FakeArray)
+    assert opt.param_groups[0]["lr"] == 0.05 and isinstance(m.weight.array, FakeArray)

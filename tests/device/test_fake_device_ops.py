@@ -56,7 +56,7 @@ def test_not_differentiable_ops_on_the_device(name):
     cpu = getattr(ops, name)(*[tg.tensor(a) for a in arrays])
     dev = getattr(ops, name)(*[tg.tensor(a, device=DEV) for a in arrays])
     if isinstance(cpu, tg.Tensor):
-        assert dev.device is DEV and isinstance(dev.data, FakeArray)
+        assert dev.device is DEV and isinstance(dev.array, FakeArray)
         np.testing.assert_array_equal(dev.cpu().numpy(), cpu.numpy())
     else:
         assert dev == cpu
@@ -93,7 +93,7 @@ def test_dropout_in_training_mode_stays_on_the_device():
     y = ops.dropout(x, 0.25)
     tg.manual_seed(5)
     y2 = ops.dropout(x, 0.25)
-    assert isinstance(y.data, FakeArray)
+    assert isinstance(y.array, FakeArray)
     vals = np.unique(y.cpu().numpy())
     np.testing.assert_allclose(vals, [0.0, 1 / 0.75], rtol=1e-6)
     np.testing.assert_array_equal(y.cpu().numpy(), y2.cpu().numpy())  # manual_seed repeats

@@ -305,7 +305,7 @@ def both(monkeypatch, host):
 
 
 def _host_array(a):
-    a = a.data if isinstance(a, tg.Tensor) else a
+    a = a.array if isinstance(a, tg.Tensor) else a
     return a.get() if type(a) is FakeArray else a
 
 
@@ -463,7 +463,7 @@ def test_conv2d(both, dtype, xs, ws, stride, padding, dilation, groups):
         xt, wt, bt = (tg.tensor(a, requires_grad=True) for a in (x, w, b))
         y = ops.conv2d(xt, wt, bt, stride=stride, padding=padding, dilation=dilation,
                        groups=groups)
-        y.backward(tg.tensor(np.linspace(-1, 1, y.data.size).reshape(y.shape).astype(dtype)))
+        y.backward(tg.tensor(np.linspace(-1, 1, y.array.size).reshape(y.shape).astype(dtype)))
         return y, xt.grad, wt.grad, bt.grad
     check(both, run, "tg_im2col")
 
@@ -480,7 +480,7 @@ def test_conv_transpose2d(both, dtype, stride, padding, output_padding, groups, 
         y = ops.conv_transpose2d(xt, wt, stride=stride, padding=padding,
                                  output_padding=output_padding, groups=groups,
                                  dilation=dilation)
-        y.backward(tg.tensor(np.cos(np.arange(y.data.size)).reshape(y.shape).astype(dtype)))
+        y.backward(tg.tensor(np.cos(np.arange(y.array.size)).reshape(y.shape).astype(dtype)))
         return y, xt.grad, wt.grad
     calls = check(both, run, "tg_im2col")
     if stride != 1:

@@ -158,7 +158,7 @@ def _grads(fn, arrays):
     leaves = [tg.tensor(a, requires_grad=True) for a in arrays]
     y = fn(*leaves)
     y.backward(tg.tensor(np.cos(np.arange(y.numel(), dtype=y.dtype)).reshape(y.shape)))
-    return [y.data.copy()] + [t.grad.data.copy() for t in leaves]
+    return [y.array.copy()] + [t.grad.array.copy() for t in leaves]
 
 
 def _recording_gemms(monkeypatch):
@@ -321,7 +321,7 @@ w = tg.tensor(np.ones((3, 2, 3, 3), np.float32))
 ops.conv2d(x, w)  # the pool's threads start in the parent
 pid = os.fork()
 if pid == 0:  # the child has no worker threads: a new pool must start
-    os._exit(0 if float(ops.conv2d(x, w).data.sum()) == 4 * 3 * 16 * 18 else 3)
+    os._exit(0 if float(ops.conv2d(x, w).array.sum()) == 4 * 3 * 16 * 18 else 3)
 _, status = os.waitpid(pid, 0)
 print(os.waitstatus_to_exitcode(status))
 """
@@ -356,10 +356,10 @@ def test_relu_is_bitwise_equal_at_every_thread_count_and_to_maximum(two_threads,
     _same_bits_at_1_and_2_threads(ops.relu, [x], split)
     xt = tg.tensor(x, requires_grad=True)
     y = ops.relu(xt)
-    assert y.data.tobytes() == np.maximum(x, 0).tobytes()
+    assert y.array.tobytes() == np.maximum(x, 0).tobytes()
     g = np.cos(np.arange(x.size)).reshape(shape).astype(dtype)
     y.backward(tg.tensor(g))
-    assert xt.grad.data.tobytes() == (g * (y.data != 0)).tobytes()
+    assert xt.grad.array.tobytes() == (g * (y.array != 0)).tobytes()
 
 
 def test_streamed_leaves_other_layouts_to_the_caller():
@@ -389,12 +389,12 @@ def test_leaf_gradients_are_private_copies_when_split(two_threads):
     seed = np.ones((4, pool.STREAM_ROW), np.float32)
     x, y = (tg.tensor(np.zeros_like(seed), requires_grad=True) for _ in range(2))
     (x + y).backward(tg.tensor(seed))
-    x.grad.data[0, 0] = 7
-    assert y.grad.data[0, 0] == 1 and seed[0, 0] == 1
+    x.grad.array[0, 0] = 7
+    assert y.grad.array[0, 0] == 1 and seed[0, 0] == 1
     z = tg.tensor(np.zeros_like(seed), requires_grad=True)
     s = tg.tensor(seed)
     z.backward(s)
-    assert not np.shares_memory(z.grad.data, s.data)
+    assert not np.shares_memory(z.grad.array, s.array)
 
 
 @pytest.mark.parametrize("kw", [dict(momentum=0.9, weight_decay=1e-2),
@@ -416,7 +416,7 @@ def test_sgd_is_bitwise_equal_at_every_thread_count(two_threads, kw, monkeypatch
         for g in grads:  # the first step sets the momentum buffer, the others update it
             p.grad = tg.tensor(g)
             opt.step()
-        return p.data
+        return p.array
 
     one = steps(1)
     monkeypatch.setattr(pool._Pool, "run",

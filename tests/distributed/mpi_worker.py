@@ -412,7 +412,7 @@ def sync_bn_vs_torch(out):
                     with torch.no_grad():
                         tb.weight.copy_(torch.tensor(w))
                         tb.bias.copy_(torch.tensor(b))
-                    sb.weight.data[...], sb.bias.data[...] = w, b
+                    sb.weight.array[...], sb.bias.array[...] = w, b
                 for _ in range(3):
                     x = (rng.standard_normal((sum(sizes), *tail)) * 3 + 7).astype(dtype)
                     g = rng.standard_normal(x.shape).astype(dtype)
@@ -480,7 +480,7 @@ def join_reference(divide_by_initial_world_size=True, counts=JOIN_COUNTS):
         grads = []
         for r in active:
             for name, b in reps[r].named_buffers():
-                b.data[...] = src[name].data
+                b.array[...] = src[name].array
             opts[r].zero_grad()
             x, y = batches[r][k]
             ce(reps[r](tg.tensor(x)), tg.tensor(y)).backward()
@@ -489,7 +489,7 @@ def join_reference(divide_by_initial_world_size=True, counts=JOIN_COUNTS):
         mean = [sum(g[i] for g in grads) / div for i in range(len(grads[0]))]
         for r in active:
             for p, g in zip(reps[r].parameters(), mean):
-                p.grad.data[...] = g
+                p.grad.array[...] = g
             opts[r].step()
     last = [r for r in range(len(counts)) if counts[r] == max(counts)][-1]
     return state(reps[last])

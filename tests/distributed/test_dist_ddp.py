@@ -123,7 +123,7 @@ def test_buckets_reverse_order_first_small(world1):
     buckets = _assign_buckets(params, 4 * 1024 * 1024)
     order = [p for b in buckets for p in b.params]
     assert order == params[::-1]  # the last layer's gradients come first
-    assert sum(p.data.nbytes for p in buckets[0].params) < 3 * 1024 * 1024
+    assert sum(p.array.nbytes for p in buckets[0].params) < 3 * 1024 * 1024
     assert len(buckets) == 2
 
 

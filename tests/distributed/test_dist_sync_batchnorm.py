@@ -68,7 +68,7 @@ def test_too_few_values():
 def test_convert_keeps_parameters_buffers_and_order():
     model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.ReLU(),
                           nn.Sequential(nn.Flatten(), nn.BatchNorm1d(8)))
-    model[1].running_mean.data[...] = 5.0
+    model[1].running_mean.array[...] = 5.0
     model.eval()
     bn, bn1 = model[1], model[3][1]
     keys = list(model.state_dict())
@@ -90,7 +90,7 @@ def test_module_without_group_is_batch_norm():
     a, b = nn.SyncBatchNorm(3), nn.BatchNorm2d(3)
     np.testing.assert_allclose(a(x).numpy(), b(x).numpy())
     np.testing.assert_allclose(a.running_var.numpy(), b.running_var.numpy())
-    assert int(a.num_batches_tracked.data) == 1
+    assert int(a.num_batches_tracked.array) == 1
 
 
 def test_two_ranks_equal_torch_on_the_concatenated_batch(tmp_path):

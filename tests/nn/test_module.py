@@ -154,7 +154,7 @@ def test_state_dict_round_trip_shares_nothing_after_load():
     for (n, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
         np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=n)
     # copies, not aliases
-    a.head.weight.data[...] = 7
+    a.head.weight.array[...] = 7
     assert not np.any(b.head.weight.numpy() == 7)
     x = tg.randn(3, 2)
     np.testing.assert_allclose(b(x).numpy(), Net.forward(b, x).numpy())
@@ -222,7 +222,7 @@ def test_deepcopy_gives_independent_parameters():
     net = Net()
     twin = copy.deepcopy(net)
     assert isinstance(twin.head.weight, nn.Parameter)
-    twin.head.weight.data[...] = 0
+    twin.head.weight.array[...] = 0
     assert np.any(net.head.weight.numpy() != 0)
 
 

@@ -42,7 +42,7 @@ def _randomise(m, seed=1):
     """Non-trivial parameters, so that copying them to torch is tested."""
     rng = np.random.default_rng(seed)
     for p in m.parameters():
-        p.data[...] = rng.uniform(0.5, 1.5, p.shape).astype(p.dtype)
+        p.array[...] = rng.uniform(0.5, 1.5, p.shape).astype(p.dtype)
     return m
 
 

@@ -117,13 +117,13 @@ def _fd_parameters(module, loss, eps=1e-6):
     for name, p in module.named_parameters():
         d = r.standard_normal(p.shape)
         want = float((p.grad.numpy() * d).sum())
-        orig = p.data.copy()
+        orig = p.array.copy()
         with tg.no_grad():
-            p.data[...] = orig + eps * d
+            p.array[...] = orig + eps * d
             up = float(loss())
-            p.data[...] = orig - eps * d
+            p.array[...] = orig - eps * d
             down = float(loss())
-        p.data[...] = orig
+        p.array[...] = orig
         assert abs((up - down) / (2 * eps) - want) <= 1e-6 + 1e-5 * abs(want), name
 
 

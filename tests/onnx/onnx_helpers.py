@@ -51,7 +51,7 @@ def run_tapegrad(model, inputs):
     with tapegrad.no_grad():
         out = m(*[tapegrad.tensor(a) for a in inputs.values()])
     out = out if isinstance(out, tuple) else (out,)
-    return [o.numpy() if hasattr(o, "numpy") else np.asarray(o.data) for o in out]
+    return [o.numpy() if hasattr(o, "numpy") else np.asarray(o.array) for o in out]
 
 
 def assert_matches_ort(model, inputs, rtol=1e-5, atol=1e-5):

@@ -120,7 +120,7 @@ def test_parameter_gradients_match_finite_differences(rng):
     loss().backward()
     eps = 1e-6
     for name, p in model.named_parameters():
-        flat = p.data.reshape(-1)
+        flat = p.array.reshape(-1)
         for i in rng.choice(flat.size, size=min(3, flat.size), replace=False):
             old = flat[i]
             with tapegrad.no_grad():
@@ -243,11 +243,11 @@ def test_module_on_strict_fake_device(rng, build):
     cpu, off = tapegrad.onnx.load(proto), tapegrad.onnx.load(proto).to(dev)
     y_cpu, y_off = cpu(tapegrad.tensor(x)), off(tapegrad.tensor(x, device=dev))
     assert y_off.device is dev
-    np.testing.assert_allclose(dev.host(y_off.data), y_cpu.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(dev.host(y_off.array), y_cpu.numpy(), rtol=1e-6, atol=1e-6)
     y_cpu.sum().backward()
     y_off.sum().backward()
     for (n, p), (_, q) in zip(cpu.named_parameters(), off.named_parameters()):
-        np.testing.assert_allclose(dev.host(q.grad.data), p.grad.numpy(), rtol=1e-5,
+        np.testing.assert_allclose(dev.host(q.grad.array), p.grad.numpy(), rtol=1e-5,
                                    atol=1e-6, err_msg=n)
 
 

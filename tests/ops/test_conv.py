@@ -87,7 +87,7 @@ def _fn(op, b, kw):
 def test_conv2d_forward_matches_loop_reference(case):
     x, w, b, kw = case
     y = ops.conv2d(tg.tensor(x), tg.tensor(w), None if b is None else tg.tensor(b), **kw)
-    np.testing.assert_allclose(y.data, ref_conv2d(x, w, b, **kw), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(y.array, ref_conv2d(x, w, b, **kw), rtol=1e-10, atol=1e-10)
 
 
 @given(conv_cases(max_side=5))
@@ -138,8 +138,8 @@ def test_conv2d_input_grad_channels_last_path(case):
     cl = not corr and gy.shape[3] < conv_mod._CHANNELS_LAST_BELOW_WO
     assert calls == ([1, 1] if cl else [])
     ref = ref_conv_transpose2d(gy, w, None, output_padding=op, **kw)
-    np.testing.assert_allclose(xt.grad.data, ref, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(yt.data, ref, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(xt.grad.array, ref, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(yt.array, ref, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("x_shape,w_shape,groups", [((2, 2, 4, 5), (12, 1, 1, 2), 2),
@@ -187,15 +187,15 @@ def test_zero_size_tensors(op, x_shape, w_shape, kw):
     xt, wt, bt = (tg.tensor(a, requires_grad=True) for a in (x, w, b))
     y = op(xt, wt, bt, **kw)
     assert y.shape == ref.shape
-    np.testing.assert_allclose(y.data, ref, rtol=1e-12)
+    np.testing.assert_allclose(y.array, ref, rtol=1e-12)
     gy = rng.standard_normal(ref.shape)
     y.backward(tg.tensor(gy))
     for t in (xt, wt, bt):
         assert t.grad is not None and t.grad.shape == t.shape
-    np.testing.assert_allclose(bt.grad.data, gy.sum(axis=(0, 2, 3)), rtol=1e-12)
+    np.testing.assert_allclose(bt.grad.array, gy.sum(axis=(0, 2, 3)), rtol=1e-12)
     if 0 in y.shape:
-        np.testing.assert_array_equal(wt.grad.data, 0.0)
-        np.testing.assert_array_equal(xt.grad.data, 0.0)
+        np.testing.assert_array_equal(wt.grad.array, 0.0)
+        np.testing.assert_array_equal(xt.grad.array, 0.0)
     gradcheck(lambda x, w, b: op(x, w, b, **kw), [x, w, b])
 
 
@@ -212,16 +212,16 @@ def test_conv2d_string_padding(k, dilation):
     assert y.shape == (2, 4, 7, 10)
     expect = ref_conv2d(x, w, padding=(th // 2, th - th // 2, tw // 2, tw - tw // 2),
                         dilation=dilation)
-    np.testing.assert_allclose(y.data, expect, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(y.array, expect, rtol=1e-10, atol=1e-12)
     y = ops.conv2d(tg.tensor(x), tg.tensor(w), padding="valid", dilation=dilation)
-    np.testing.assert_allclose(y.data, ref_conv2d(x, w, dilation=dilation), rtol=1e-10)
+    np.testing.assert_allclose(y.array, ref_conv2d(x, w, dilation=dilation), rtol=1e-10)
     gradcheck(lambda x, w: ops.conv2d(x, w, padding="same", dilation=dilation),
               [x[:1, :, :5, :6], w])
     torch = pytest.importorskip("torch")
     yt = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), padding="same",
                                     dilation=dilation)
     np.testing.assert_allclose(ops.conv2d(tg.tensor(x), tg.tensor(w), padding="same",
-                                          dilation=dilation).data, yt.numpy(), rtol=1e-10,
+                                          dilation=dilation).array, yt.numpy(), rtol=1e-10,
                                atol=1e-12)
 
 
@@ -233,7 +233,7 @@ def test_conv2d_fully_connected():
     y = ops.conv2d(tg.tensor(x), tg.tensor(w), tg.tensor(b))
     assert y.shape == (3, 6, 1, 1)
     expect = x.reshape(3, -1) @ w.reshape(6, -1).T + b
-    np.testing.assert_allclose(y.data[:, :, 0, 0], expect, rtol=1e-12)
+    np.testing.assert_allclose(y.array[:, :, 0, 0], expect, rtol=1e-12)
     gradcheck(lambda x, w, b: ops.conv2d(x, w, b), [x, w, b])
 
 
@@ -242,7 +242,7 @@ def test_conv2d_depthwise_and_int_args():
     x = rng.standard_normal((2, 4, 6, 5))
     w = rng.standard_normal((8, 1, 3, 3))
     y = ops.conv2d(tg.tensor(x), tg.tensor(w), stride=2, padding=1, dilation=1, groups=4)
-    np.testing.assert_allclose(y.data, ref_conv2d(x, w, None, 2, 1, 1, 4), rtol=1e-10)
+    np.testing.assert_allclose(y.array, ref_conv2d(x, w, None, 2, 1, 1, 4), rtol=1e-10)
     gradcheck(lambda x, w: ops.conv2d(x, w, stride=2, padding=(1, 2), groups=4), [x, w])
 
 
@@ -263,18 +263,18 @@ def test_conv2d_skips_image_gradient(monkeypatch):
     assert x.grad is None and w.grad is not None and b.grad is not None
 
     # only the input gradient: no columns saved, and no weight/bias gradient
-    x2 = tg.tensor(x.data, requires_grad=True)
-    y2 = ops.conv2d(x2, tg.tensor(w.data), tg.tensor(b.data), padding=1)
+    x2 = tg.tensor(x.array, requires_grad=True)
+    y2 = ops.conv2d(x2, tg.tensor(w.array), tg.tensor(b.array), padding=1)
     cols2, saved_w2, saved_x2 = y2._node.saved
     assert cols2 is None and saved_w2 is not None and saved_x2 is None
     y2.sum().backward()
     assert calls == [1] and x2.grad is not None
 
     # both: x too, by reference, for a recorded weight gradient (create_graph)
-    w3 = tg.tensor(w.data, requires_grad=True)
+    w3 = tg.tensor(w.array, requires_grad=True)
     y3 = ops.conv2d(x2, w3, padding=1)
     cols3, saved_w3, saved_x3 = y3._node.saved
-    assert cols3 is not None and saved_w3 is w3.data and saved_x3 is x2.data
+    assert cols3 is not None and saved_w3 is w3.array and saved_x3 is x2.array
 
 
 def test_channels_last_saves_the_padded_nhwc_input_not_columns():
@@ -291,7 +291,7 @@ def test_channels_last_saves_the_padded_nhwc_input_not_columns():
             y.backward(tg.tensor(np.cos(np.arange(y.numel())).reshape(y.shape)))
         finally:
             blocks.MIN_CG = before
-        grads.append((y.data, wt.grad.data))
+        grads.append((y.array, wt.grad.array))
         if min_cg == 16:
             assert saved.shape == (3, 7 + 1, 6 + 3, 16)  # (N, Hp, Wp, C): x padded, NHWC
             np.testing.assert_array_equal(blocks.unpad(saved, y._node.geom), x)
@@ -318,8 +318,8 @@ def test_pointwise_conv2d_takes_x_as_its_columns(xs, ws, groups, contiguous):
     y = ops.conv2d(x, tg.tensor(w, requires_grad=True), tg.tensor(b), groups=groups)
     geom = y._node.geom
     assert geom.pointwise and not geom.cl
-    assert y._node.saved[0] is x.data  # no columns: x itself, saved as the input it is
-    np.testing.assert_allclose(y.data, ref_conv2d(x.data, w, b, groups=groups),
+    assert y._node.saved[0] is x.array  # no columns: x itself, saved as the input it is
+    np.testing.assert_allclose(y.array, ref_conv2d(x.array, w, b, groups=groups),
                                rtol=1e-12, atol=1e-12)
     other = (lambda a: a) if contiguous else (lambda a: a.transpose(2, 3))
     gradcheck(lambda x, w, b: ops.conv2d(other(x), w, b, groups=groups), [xa, w, b],
@@ -337,7 +337,7 @@ def test_pointwise_conv_transpose2d(xs, ws, groups):
     y = ops.conv_transpose2d(tg.tensor(x), tg.tensor(w, requires_grad=True), tg.tensor(b),
                              groups=groups)
     assert y._node.geom.pointwise and not y._node.geom.cl
-    np.testing.assert_allclose(y.data, ref_conv_transpose2d(x, w, b, groups=groups),
+    np.testing.assert_allclose(y.array, ref_conv_transpose2d(x, w, b, groups=groups),
                                rtol=1e-12, atol=1e-12)
     gradcheck(lambda x, w, b: ops.conv_transpose2d(x, w, b, groups=groups), [x, w, b],
               name="conv_transpose2d 1x1")
@@ -362,9 +362,9 @@ def test_pointwise_against_torch(xs, ws, groups):
         y = op(*ours, groups=groups)
         y.backward(tg.tensor(gy))
         assert y._node.geom.pointwise
-        np.testing.assert_allclose(y.data, yt.detach().numpy(), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(y.array, yt.detach().numpy(), rtol=1e-10, atol=1e-10)
         for a, t in zip(ours, ts):
-            np.testing.assert_allclose(a.grad.data, t.grad.numpy(), rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(a.grad.array, t.grad.numpy(), rtol=1e-10, atol=1e-10)
 
 
 def test_pointwise_conv_refuses_backward_after_its_input_changed_in_place():
@@ -389,9 +389,9 @@ def test_conv2d_float32_stays_float32():
     y.backward(tg.ones_like(y))
     for t in (x, w, b):
         assert t.grad.dtype == np.float32
-    ref = ref_conv2d(x.data.astype(np.float64), w.data.astype(np.float64),
-                     b.data.astype(np.float64), 2, (0, 1, 2, 1), 1, 2)
-    np.testing.assert_allclose(y.data, ref, rtol=1e-4, atol=1e-4)
+    ref = ref_conv2d(x.array.astype(np.float64), w.array.astype(np.float64),
+                     b.array.astype(np.float64), 2, (0, 1, 2, 1), 1, 2)
+    np.testing.assert_allclose(y.array, ref, rtol=1e-4, atol=1e-4)
 
 
 # ---------------------------------------------------- conv_transpose2d
@@ -415,9 +415,9 @@ def adjoint_cases(draw):
 @given(adjoint_cases())
 def test_conv_transpose2d_is_the_adjoint_of_conv2d(case):
     x, w, kw, op = case
-    y = ops.conv2d(tg.tensor(x), tg.tensor(w), **kw).data
+    y = ops.conv2d(tg.tensor(x), tg.tensor(w), **kw).array
     v = np.random.default_rng(0).standard_normal(y.shape)
-    xt = ops.conv_transpose2d(tg.tensor(v), tg.tensor(w), output_padding=op, **kw).data
+    xt = ops.conv_transpose2d(tg.tensor(v), tg.tensor(w), output_padding=op, **kw).array
     assert xt.shape == x.shape
     np.testing.assert_allclose((y * v).sum(), (x * xt).sum(), rtol=1e-10, atol=1e-10)
 
@@ -448,7 +448,7 @@ def test_conv_transpose2d_forward_matches_loop_reference(case):
     x, w, b, kw = case
     y = ops.conv_transpose2d(tg.tensor(x), tg.tensor(w), None if b is None else tg.tensor(b),
                              **kw)
-    np.testing.assert_allclose(y.data, ref_conv_transpose2d(x, w, b, **kw), rtol=1e-10,
+    np.testing.assert_allclose(y.array, ref_conv_transpose2d(x, w, b, **kw), rtol=1e-10,
                                atol=1e-10)
 
 
@@ -473,7 +473,7 @@ def test_conv_transpose2d_vl_nnconvt_mapping(up, crop, fh, groups):
                              groups=groups)
     assert y.shape == (n, k * groups, up * (h - 1) + fh - crop[0] - crop[1],
                        up * (w - 1) + fh + 1 - crop[2] - crop[3])
-    np.testing.assert_allclose(y.data, ref_conv_transpose2d(x, wt, b, up, crop, 0, groups),
+    np.testing.assert_allclose(y.array, ref_conv_transpose2d(x, wt, b, up, crop, 0, groups),
                                rtol=1e-10, atol=1e-10)
 
 
@@ -490,8 +490,8 @@ def test_conv_transpose2d_float32_and_skipped_grads(monkeypatch):
     assert y._node.saved == (None, None)  # only the bias needs a gradient: nothing saved
     y.sum().backward()
     assert calls == [] and b.grad.dtype == np.float32
-    xg = tg.tensor(x.data, requires_grad=True)
-    wg = tg.tensor(w.data, requires_grad=True)
+    xg = tg.tensor(x.array, requires_grad=True)
+    wg = tg.tensor(w.array, requires_grad=True)
     y = ops.conv_transpose2d(xg, wg, stride=2, padding=1, output_padding=1)
     y.backward(tg.ones_like(y))
     assert xg.grad.dtype == np.float32 and wg.grad.dtype == np.float32
@@ -571,10 +571,10 @@ def test_against_torch(kw):
     ours = [tg.tensor(a, requires_grad=True) for a in (x, w, b)]
     y = ops.conv2d(*ours, **kw)
     y.backward(tg.tensor(gy))
-    np.testing.assert_allclose(y.data, F.conv2d(*[torch.tensor(a) for a in (x, w, b)],
+    np.testing.assert_allclose(y.array, F.conv2d(*[torch.tensor(a) for a in (x, w, b)],
                                                 **kw).numpy(), rtol=1e-10, atol=1e-10)
     for a, t in zip(ours, ts):
-        np.testing.assert_allclose(a.grad.data, t.grad.numpy(), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(a.grad.array, t.grad.numpy(), rtol=1e-10, atol=1e-10)
 
     # the transposed conv with the same weight, output_padding where the stride allows
     op = 1 if kw.get("stride", 1) == 2 else 0
@@ -587,9 +587,9 @@ def test_against_torch(kw):
     ours = [tg.tensor(a, requires_grad=True) for a in (x, wt, bt)]
     y = ops.conv_transpose2d(*ours, output_padding=op, **kw)
     y.backward(tg.tensor(gy))
-    np.testing.assert_allclose(y.data, yt.detach().numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(y.array, yt.detach().numpy(), rtol=1e-10, atol=1e-10)
     for a, t in zip(ours, ts):
-        np.testing.assert_allclose(a.grad.data, t.grad.numpy(), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(a.grad.array, t.grad.numpy(), rtol=1e-10, atol=1e-10)
 
 
 def test_results_do_not_alias_across_calls():
@@ -599,18 +599,18 @@ def test_results_do_not_alias_across_calls():
     xs = [tg.tensor(rng.standard_normal((2, 3, 6, 6)), requires_grad=True) for _ in range(2)]
     for stride in (1, 2):
         ys = [ops.conv2d(x, w, stride=stride, padding=(1, 0, 2, 1)) for x in xs]
-        firsts = [y.data.copy() for y in ys]
+        firsts = [y.array.copy() for y in ys]
         gys = [rng.standard_normal(y.shape) for y in ys]
         for y, gy in zip(ys, gys):
             y.backward(tg.tensor(gy))
         for x, y, y0 in zip(xs, ys, firsts):
-            np.testing.assert_array_equal(y.data, y0)
-            ref = ref_conv2d(x.data, w.data, None, stride, (1, 0, 2, 1))
-            np.testing.assert_allclose(y.data, ref, rtol=1e-10, atol=1e-10)
-        gx0 = xs[0].grad.data.copy()
+            np.testing.assert_array_equal(y.array, y0)
+            ref = ref_conv2d(x.array, w.array, None, stride, (1, 0, 2, 1))
+            np.testing.assert_allclose(y.array, ref, rtol=1e-10, atol=1e-10)
+        gx0 = xs[0].grad.array.copy()
         ops.conv_transpose2d(tg.tensor(rng.standard_normal((2, 4, 3, 3))),
                              tg.tensor(rng.standard_normal((4, 3, 3, 3))), stride=stride)
-        np.testing.assert_array_equal(xs[0].grad.data, gx0)
+        np.testing.assert_array_equal(xs[0].grad.array, gx0)
         for x in xs:
             x.grad = None
         w.grad = None
@@ -634,7 +634,7 @@ def test_gradient_of_each_input_alone(fn, wshape, stride):
         if gy is None:
             gy = rng.standard_normal(y.shape)
         y.backward(tg.tensor(gy))
-        grads = [t.grad.data if r else t.grad for t, r in zip(ts, wanted)]
+        grads = [t.grad.array if r else t.grad for t, r in zip(ts, wanted)]
         if full is None:
             full = grads
         for g, r, f in zip(grads, wanted, full):
@@ -699,8 +699,8 @@ def test_create_graph_records_the_gradients_as_convolutions():
     px, pw = tg.grad(ops.conv2d(x, w, stride=2, padding=(1, 0, 0, 1), dilation=(1, 2),
                                 groups=2), [x, w], gy)
     assert not px.requires_grad and px.grad_fn is None
-    np.testing.assert_allclose(gx.data, px.data, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(gw.data, pw.data, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gx.array, px.array, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gw.array, pw.array, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("xs, ws, kw", [
@@ -724,8 +724,8 @@ def test_weight_hessian_of_a_first_layer_from_the_saved_columns(xs, ws, kw):
     wt, g = grad_at(w0, create=True)
     (hv,) = tg.grad((g * tg.tensor(v)).sum(), wt)
     eps = 1e-6
-    fd = (grad_at(w0 + eps * v)[1].data - grad_at(w0 - eps * v)[1].data) / (2 * eps)
-    np.testing.assert_allclose(hv.data, fd, rtol=1e-6, atol=1e-7)
+    fd = (grad_at(w0 + eps * v)[1].array - grad_at(w0 - eps * v)[1].array) / (2 * eps)
+    np.testing.assert_allclose(hv.array, fd, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d"])
@@ -784,4 +784,4 @@ def test_second_derivatives_against_torch(transposed, kw):
             (gs[0] * tg.tensor(us[0])).sum())
     rsum = sum((gi * torch.tensor(u)).sum() for gi, u in zip(rgs, us))
     for a, r in zip(tg.grad(s, ts), torch.autograd.grad(rsum, rs)):
-        np.testing.assert_allclose(a.data, r.numpy(), rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(a.array, r.numpy(), rtol=1e-9, atol=1e-10)

@@ -60,7 +60,7 @@ def test_only_the_mask_is_saved():
     x = tg.tensor(np.random.rand(3, 4), requires_grad=True)
     y, mask = ops.dropout(x, 0.5, return_mask=True)
     saved = y.grad_fn.saved
-    assert len(saved) == 1 and saved[0] is mask.data
+    assert len(saved) == 1 and saved[0] is mask.array
 
 
 def test_determinism_under_manual_seed():

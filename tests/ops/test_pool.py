@@ -63,7 +63,7 @@ def test_max_pool_gradient_goes_to_the_argmax(special, geo, data):
     x = data.draw(_special_values(shape) if special else st.arrays(shape))
     xt = tg.tensor(x, requires_grad=True)
     y = ops.max_pool2d(xt, k, s, pad, ceil_mode=ceil)
-    g = np.arange(1.0, y.data.size + 1).reshape(y.shape)
+    g = np.arange(1.0, y.array.size + 1).reshape(y.shape)
     y.backward(tg.tensor(g))
     _, arg = ref_pool(x, k, s, pad, ceil, "max")
     expect = np.zeros_like(x)
@@ -162,7 +162,7 @@ def test_max_pool_saves_small_indices_not_the_input():
     for y in (ops.max_pool2d(x, 2), ops.max_pool2d(x, 3, 2, 1)):
         saved = y.grad_fn.saved
         assert len(saved) == 1 and saved[0].dtype == np.int8
-        assert saved[0] is not x.data
+        assert saved[0] is not x.array
 
 
 def test_float32_stays_float32():

@@ -121,13 +121,13 @@ def test_step_is_in_place_unrecorded_and_bumps_version():
     tg.manual_seed(0)
     net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
     opt = optim.Adam(net.parameters(), lr=0.1)
-    arrays = [p.data for p in net.parameters()]
+    arrays = [p.array for p in net.parameters()]
     versions = [p.version for p in net.parameters()]
     net(tg.randn(5, 3)).sum().backward()
     stale = net(tg.randn(5, 3)).sum()  # saved the parameters before the step
     opt.step()
     for p, a, v in zip(net.parameters(), arrays, versions):
-        assert p.data is a  # updated in place
+        assert p.array is a  # updated in place
         assert p.version == v + 1  # once per step
         assert p.is_leaf and p.grad_fn is None and p.requires_grad
     with pytest.raises(GraphError, match="modified in place"):

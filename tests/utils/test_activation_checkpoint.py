@@ -203,7 +203,7 @@ def test_errors():
     # an input modified in place between forward and backward
     h = x * 1
     y = checkpoint(lambda t: (t * t).sum(), h)
-    h.data[...] = 0
+    h.array[...] = 0
     h._bump_version()
     with pytest.raises(GraphError, match="modified in place"):
         y.backward()
@@ -231,7 +231,7 @@ def test_is_recomputing_and_forward_saves_nothing():
 
     y = checkpoint(f, x)
     assert tape._unsaved is None  # the save hook is off again after the forward
-    assert tg.memory_report(y).total_saved == x.data.nbytes  # only the input is kept
+    assert tg.memory_report(y).total_saved == x.array.nbytes  # only the input is kept
     y.backward()
     assert flags == [False, True]
     assert not is_recomputing()

@@ -38,7 +38,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
     dtype = grads[0].dtype
     with dev.use():
         # empty gradients add nothing to the norm (and have no max)
-        absolute = [xp.abs(upcast(g.data)) for g in grads if g.data.size]
+        absolute = [xp.abs(upcast(g.array)) for g in grads if g.array.size]
         if not absolute:
             total = xp.zeros((), dtype)
         elif math.isinf(norm_type):
@@ -51,11 +51,11 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
                                "pass error_if_nonfinite=False to clip anyway")
         coef = xp.minimum(max_norm / (total + 1e-6), 1.0)
         for g in grads:
-            g.data *= coef.astype(g.dtype)
+            g.array *= coef.astype(g.dtype)
     return _wrap(xp.asarray(total.astype(dtype)), dev, None, 0, False)
 
 
 def clip_grad_value_(parameters, clip_value: float) -> None:
     """Clamp every gradient element into ``[-clip_value, clip_value]`` in place."""
     for g in _grads(parameters):
-        g.device.xp.clip(g.data, -clip_value, clip_value, out=g.data)
+        g.device.xp.clip(g.array, -clip_value, clip_value, out=g.array)

@@ -25,7 +25,7 @@ __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad
 def _ints(x) -> np.ndarray:
     """A host int64 vector of a Tensor, array or list."""
     if isinstance(x, Tensor):
-        x = x.data
+        x = x.array
     return np.asarray(to_host(x) if hasattr(x, "shape") else x, dtype=np.int64).reshape(-1)
 
 
