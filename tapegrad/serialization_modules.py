@@ -24,7 +24,11 @@ Loading never imports by name: a name is only looked up in the allow-list, which
 is every class defined in ``tapegrad.nn`` (and its subpackages), the functions of
 ``tapegrad.ops`` and ``tapegrad.nn.functional``, and what
 :func:`add_safe_globals` registered. With ``weights_only=True`` (the default of
-``load``, as PyTorch 2.6+) only the registered ones are taken.
+``load``, as PyTorch 2.6+) only the registered ones are taken. With
+``weights_only=False`` a module class may also be one that a module already loaded
+in this process defines (``__main__.Net`` in the script that defines ``Net``, as
+PyTorch's unpickler finds it), still without importing anything: only nn.Module
+subclasses are taken that way, never functions or other classes.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import importlib
 import json
 import pkgutil
 import re
+import sys
 import types
 
 import numpy as np
@@ -157,7 +162,19 @@ def _resolve(name, weights_only):
         obj, as_name = item if isinstance(item, tuple) else (item, _name(item))
         if as_name == name:
             return obj
-    return None if weights_only else _builtins().get(name)
+    if weights_only:
+        return None
+    return _builtins().get(name) or _loaded_module_class(name)
+
+
+def _loaded_module_class(name):
+    """With ``weights_only=False`` (PyTorch's opt-in to trusting the file), the
+    nn.Module subclass a module already loaded in this process defines under
+    ``name`` -- ``__main__.Net`` in the script that defines Net, as PyTorch finds it.
+    Nothing is imported, and nothing but a Module subclass is taken."""
+    mod, _, qual = name.rpartition(".")
+    obj = getattr(sys.modules.get(mod), qual, None) if mod else None
+    return obj if isinstance(obj, type) and issubclass(obj, Module) else None
 
 
 # ------------------------------------------------------------------ save
@@ -347,8 +364,8 @@ def _allowed(r, name, path, module):
         raise r.refuse(
             f"holds {what}, and weights_only=True (the default, as in PyTorch 2.6+) loads "
             "only tensors and plain data. If you trust the file, pass weights_only=False "
-            "(classes and functions still come only from tapegrad.nn and "
-            "tapegrad.serialization.add_safe_globals); or save model.state_dict() and load "
+            "(module classes then come from tapegrad.nn, add_safe_globals and the modules "
+            "already loaded, nothing is imported); or save model.state_dict() and load "
             "that into a model you build; or register every class it names with "
             "tapegrad.serialization.add_safe_globals([...])")
     if obj is not None:

@@ -306,28 +306,55 @@ def test_hooks_are_not_saved(monkeypatch):
 
 
 # ------------------------------------------------------------------ the allow-list
+def _saved_elsewhere(model, name="not_loaded_pkg.MLP"):
+    """A file naming a class no loaded module defines (weights_only=False then finds
+    it only through the allow-list)."""
+    return _edit(_saved(model), lambda t: t.update({"$module": name}))
+
+
 def test_unregistered_class_is_refused_and_registered_loads():
-    data = _saved(MLP())
+    data = _saved_elsewhere(MLP())
     with pytest.raises(SerializationError,
                        match=r"names class '.*MLP'.*add_safe_globals\(\[MLP\]\)"):
         _load(data)
-    add_safe_globals([MLP])
-    assert get_safe_globals() == [MLP]
+    add_safe_globals([(MLP, "not_loaded_pkg.MLP")])
     assert type(_load(data)) is MLP
     clear_safe_globals()
     assert get_safe_globals() == []
     with pytest.raises(SerializationError, match="not in the allow-list"):
         _load(data)
+    add_safe_globals([MLP])
+    assert get_safe_globals() == [MLP]
 
 
 def test_safe_globals_context_restores_the_list():
     add_safe_globals([Tied])
-    with safe_globals([MLP, (Mixer, "elsewhere.Mixer")]):
-        assert get_safe_globals() == [Tied, MLP, (Mixer, "elsewhere.Mixer")]
-        assert type(_load(_saved(MLP()))) is MLP
+    data = _saved_elsewhere(MLP())
+    with safe_globals([(MLP, "not_loaded_pkg.MLP"), (Mixer, "elsewhere.Mixer")]):
+        assert get_safe_globals() == [Tied, (MLP, "not_loaded_pkg.MLP"),
+                                      (Mixer, "elsewhere.Mixer")]
+        assert type(_load(data)) is MLP
     assert get_safe_globals() == [Tied]
     with pytest.raises(SerializationError, match="MLP"):
-        _load(_saved(MLP()))
+        _load(data)
+
+
+def test_weights_only_false_finds_module_classes_already_loaded_and_nothing_else():
+    """torch.save(model) / torch.load(path, weights_only=False) in the script that
+    defines the class works as in PyTorch; no name is imported, no non-Module taken."""
+    model = MLP()
+    back = _load(_saved(model), weights_only=False)
+    assert type(back) is MLP
+    x = tg.randn(2, 4)
+    assert back(x).tolist() == model(x).tolist()
+    data = _saved(MLP())
+    for name in ("os.system", "collections.OrderedDict", "tapegrad_never_imported_xyz.Net",
+                 f"{__name__}._load"):
+        edited = _edit(data, lambda t, n=name: t.update({"$module": n}))
+        with pytest.raises(SerializationError):
+            _load(edited, weights_only=False)
+    import sys
+    assert "tapegrad_never_imported_xyz" not in sys.modules
 
 
 def test_a_class_saved_under_another_name():
