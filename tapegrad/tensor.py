@@ -54,7 +54,7 @@ def _wrap(data, device, node, out_nr, requires_grad):
 def _to_array(data, dtype, device: Device):
     xp = device.xp
     if isinstance(data, Tensor):
-        data = data.data
+        data = data.array
         if dtype is None:
             dtype = data.dtype
     if dtype is not None:
@@ -121,38 +121,59 @@ class Tensor(TensorMethods):
 
     # ---------------------------------------------------------- properties
     @property
-    def data(self):
-        return self.array
+    def data(self) -> Tensor:
+        """PyTorch's ``.data``: a Tensor sharing this one's memory, off the tape
+        (``requires_grad`` False) and with a version counter of its own, so in-place
+        changes through it (``p.data.add_(-lr * p.grad)``, ``m.weight.data.normal_(0,
+        0.02)``) write this tensor's values and are neither recorded nor seen by the
+        in-place checks of entries that saved it -- as in PyTorch, where that is the
+        difference from ``detach()``. The raw NumPy/CuPy array is ``.array``."""
+        if isinstance(self.array, np.generic):  # a full reduction's scalar: share a 0-d array
+            self.array = np.asarray(self.array)
+        return _wrap(self.array, self.device, None, 0, False)
 
     @data.setter
-    def data(self, value):
-        self.array = value
+    def data(self, value) -> None:
+        """``x.data = y`` (y a Tensor): x takes y's memory, shape, dtype and device,
+        keeping its place on the tape and its gradient settings, as in PyTorch."""
+        if not isinstance(value, Tensor):
+            raise ArgumentTypeError(
+                f"data: assign a Tensor (as in PyTorch), got {type(value).__name__}; the raw "
+                "array of a tensor is .array, and t.copy_(tg.as_tensor(a)) writes values")
+        if self._base is not None or getattr(self, "_views", None):
+            raise GraphError(
+                f"data: {describe(self)} is a view or has live views, which would keep its old "
+                "memory; assign to a tensor without views, or write values with .copy_()")
+        if self.requires_grad and value.dtype.kind not in "fc":
+            raise DTypeError(f"data: a tensor that requires grad cannot take {describe(value)} "
+                             "data (only floating-point tensors carry gradients)")
+        self.array, self.device = value.array, value.device
 
     @property
     def shape(self):
-        return self.data.shape
+        return self.array.shape
 
     @property
     def ndim(self):
-        return self.data.ndim
+        return self.array.ndim
 
     @property
     def dtype(self):
-        return self.data.dtype
+        return self.array.dtype
 
     def size(self, dim=None):
         """PyTorch's: the shape tuple, or ``size(dim)`` the length of one axis
         (NumPy's element count is :meth:`numel`)."""
-        shape = self.data.shape
+        shape = self.array.shape
         if dim is None:
             return tuple(shape)
         return shape[normalize_axis("size", shape, dim)]
 
     def numel(self) -> int:
-        return int(self.data.size)
+        return int(self.array.size)
 
     def dim(self) -> int:
-        return self.data.ndim
+        return self.array.ndim
 
     @property
     def is_leaf(self) -> bool:
@@ -210,7 +231,7 @@ class Tensor(TensorMethods):
 
     def detach(self) -> Tensor:
         """Same data (shared, no copy), cut from the tape."""
-        t = _wrap(self.data, self.device, None, 0, False)
+        t = _wrap(self.array, self.device, None, 0, False)
         t._version = self._version
         return t
 
@@ -278,7 +299,7 @@ class Tensor(TensorMethods):
                 f"numpy: can't convert a {self.device} tensor {describe(self)} to NumPy; "
                 "use Tensor.cpu() to copy the tensor to host memory first "
                 "(x.cpu().numpy())")
-        return self.data.copy()
+        return self.array.copy()
 
     def __array__(self, dtype=None, copy=None):
         a = self.numpy()  # refuses device tensors, as NumPy conversion of a CuPy array does
@@ -286,13 +307,13 @@ class Tensor(TensorMethods):
 
     def _host(self) -> np.ndarray:
         """The data as a NumPy array, wherever it lives (for printing and tolist)."""
-        return self.device.host(self.data)
+        return self.device.host(self.array)
 
     def item(self):
-        if self.data.size != 1:
+        if self.array.size != 1:
             raise GraphError(f"item: only one-element tensors convert to a Python number, "
                              f"this one has shape {tuple(self.shape)}")
-        return self.data.reshape(()).item()
+        return self.array.reshape(()).item()
 
     def tolist(self):
         return self._host().tolist()
@@ -308,7 +329,7 @@ class Tensor(TensorMethods):
 
     def __index__(self):
         """A one-element integer tensor as an index (``seq[i]``, ``data[i:i + 8]``)."""
-        if self.dtype.kind not in "iub" or self.data.size != 1:
+        if self.dtype.kind not in "iub" or self.array.size != 1:
             raise ArgumentTypeError(f"__index__: only a one-element integer tensor can be "
                                     f"an index, got {describe(self)}")
         return int(self.item())
@@ -375,7 +396,7 @@ class Tensor(TensorMethods):
                              "out-of-place op, or convert the tensor first")
         if involved:
             tape.own_saved(out._node, self._version)
-        self.data[...] = out.data
+        self.array[...] = out.array
         self._bump_version()
         if not involved:
             return self
@@ -428,7 +449,7 @@ class Tensor(TensorMethods):
                 self.requires_grad or (root is not None and root.requires_grad)):
             return self._inplace(_ops.setitem, Ellipsis, _here(self, value))
         _check_writable(self)
-        self.data[...] = fit_number("fill_", value, self.dtype)
+        self.array[...] = fit_number("fill_", value, self.dtype)
         self._bump_version()
         return self
 
@@ -501,7 +522,7 @@ class Tensor(TensorMethods):
         return _ops.abs(self)
 
     def _compare(self, other, op):
-        return _wrap(op(self.data, _other(self, other, "comparison")), self.device, None, 0,
+        return _wrap(op(self.array, _other(self, other, "comparison")), self.device, None, 0,
                      False)
 
     def __lt__(self, other):
@@ -524,7 +545,7 @@ class Tensor(TensorMethods):
 
     # bitwise / logical operators: bool and integer tensors, never recorded
     def _bitwise(self, other, op, name):
-        a, b = self.data, _other(self, other, name)
+        a, b = self.array, _other(self, other, name)
         for v in (a, b):
             if getattr(v, "dtype", np.dtype(type(v))).kind not in "biu":
                 raise DTypeError(f"{name}: needs bool or integer operands (as in PyTorch), "
@@ -568,7 +589,7 @@ def _other(t, other, name):
             raise DeviceError(f"{name}: operands are on different devices ({describe(t)} on "
                               f"{t.device}, {describe(other)} on {other.device}); move one "
                               "with .to(device) first")
-        return other.data
+        return other.array
     if t.device is not cpu and isinstance(other, np.ndarray):
         return t.device.put(other)
     return other
@@ -613,9 +634,9 @@ def _check_writable(t):
     scalar (a full reduction's result: ``total = x.sum(); total += 1``) becomes a 0-d
     array first; an entry that saved the scalar keeps its value, and its version check
     sees the write."""
-    if isinstance(t.data, np.generic):
-        t.data = np.asarray(t.data)
-    data = t.data
+    if isinstance(t.array, np.generic):
+        t.array = np.asarray(t.array)
+    data = t.array
     if any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape)) or \
             not getattr(data.flags, "writeable", True):
         raise GraphError(
@@ -650,9 +671,9 @@ def _check_rebasable(t, root):
 def _index(index):
     """Tensors inside an index become their raw arrays."""
     if isinstance(index, Tensor):
-        return index.data
+        return index.array
     if isinstance(index, tuple):
-        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+        return tuple(i.array if isinstance(i, Tensor) else i for i in index)
     return index
 
 

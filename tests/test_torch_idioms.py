@@ -15,7 +15,7 @@ def test_a_full_reduction_is_a_0d_tensor_in_place_ops_write_into(reduce):
     before = total.item()                        # assignment" / a GraphError on +=
     total += 1
     assert total.shape == () and total.item() == before + 1
-    assert isinstance(total.data, np.ndarray)
+    assert isinstance(total.array, np.ndarray)
 
 
 def test_running_loss_accumulates_as_in_the_examples():
@@ -103,3 +103,78 @@ def test_a_generator_seeds_random_split_and_the_loader_as_torch_scripts_do():
     assert g.set_state(state).random() == x
     with pytest.raises(DeviceError):  # no GPU: its DeviceError; with one, "only CPU"
         tg.Generator("cuda")
+
+
+# ------------------------------------------------------------- Tensor.data
+def test_data_is_a_detached_tensor_sharing_memory():
+    from tapegrad import nn
+    m = nn.Linear(3, 2)
+    d = m.weight.data
+    assert type(d) is tg.Tensor and not d.requires_grad and d.is_leaf and d.grad_fn is None
+    assert np.shares_memory(d.array, m.weight.array) and d.shape == (2, 3)
+    m.weight.data.normal_(0.0, 0.02)      # the DCGAN weights_init idiom
+    m.bias.data.fill_(0.01)
+    assert np.all(m.bias.array == np.float32(0.01)) and abs(m.weight.array).max() < 0.2
+    assert m.weight.requires_grad and m.bias.requires_grad and m.weight.grad_fn is None
+
+
+def test_in_place_updates_through_data_are_not_recorded_nor_version_checked():
+    w = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    loss = (w * w).sum()
+    loss.backward()
+    w.data.add_(-0.1 * w.grad)                        # the hand-written SGD of the examples
+    np.testing.assert_allclose(w.array, [0.8, 1.6, 2.4], rtol=1e-6)
+    assert w.grad_fn is None and w.is_leaf and w.requires_grad
+    y = w * w                                         # saves w
+    w.data.mul_(2)                                    # PyTorch: not seen by the saved entry
+    y.sum().backward()  # no "modified in place" error; 2 * w with w's new values, as torch
+    np.testing.assert_allclose(w.grad.array, [2 + 3.2, 4 + 6.4, 6 + 9.6], rtol=1e-6)
+    with pytest.raises(tg.errors.GraphError, match="modified in place"):  # detach() shares it
+        z = w * w
+        w.detach().mul_(2)
+        z.sum().backward()
+
+
+def test_data_of_results_and_reductions():
+    x = tg.tensor([[1.0, 5.0], [7.0, 2.0]], requires_grad=True)
+    out = x * 2
+    _, predicted = tg.max(out.data, 1)                # the classification-accuracy idiom
+    assert predicted.tolist() == [1, 0] and not out.data.requires_grad
+    assert out.data.numpy().tolist() == [[2.0, 10.0], [14.0, 4.0]]
+    total = out.sum()
+    total.data += 1                                   # a full reduction: its scalar is shared
+    assert total.item() == 31.0
+
+
+def test_assigning_data():
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    w.data = tg.tensor([3.0, 4.0, 5.0], dtype="float64")  # PyTorch: shape and dtype follow
+    assert w.shape == (3,) and w.dtype == np.float64 and w.requires_grad and w.is_leaf
+    with pytest.raises(ArgumentTypeError, match=r"assign a Tensor.*\.array"):
+        w.data = np.zeros(3)
+    with pytest.raises(tg.errors.DTypeError, match="requires grad"):
+        w.data = tg.tensor([1, 2])
+    base = tg.tensor([1.0, 2.0, 3.0])
+    view = base[:2]
+    with pytest.raises(tg.errors.GraphError, match="view"):
+        view.data = tg.zeros(2)
+    with pytest.raises(tg.errors.GraphError, match="view"):
+        base.data = tg.zeros(3)
+
+
+def test_data_idioms_against_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((8, 3)), rng.standard_normal((8, 1))
+    w0 = rng.standard_normal((1, 3))
+    results = []
+    for lib in (tg, torch):
+        w = lib.tensor(w0.copy(), requires_grad=True)
+        for _ in range(5):
+            loss = ((lib.tensor(x) @ w.t() - lib.tensor(t)) ** 2).mean()
+            loss.backward()
+            w.data.add_(w.grad.data, alpha=-0.1) if lib is torch else \
+                w.data.add_(w.grad.data * -0.1)
+            w.grad.data.zero_()
+        results.append(w.detach().numpy())
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-12)

@@ -148,8 +148,6 @@ def test_regression_float32_within_rounding():
         assert err_tapegrad <= 20 * err_torch, (key, err_tapegrad, err_torch)
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason=".data is a raw array until issue 28's .data change")
 def test_regression_dot_data_idiom_float64():
     _compare_regression(F64, "data", 1e-9)
 
@@ -323,7 +321,6 @@ def test_cnn_float32_frozen_conv_bias_within_rounding(cnn_setup):
     _compare_cnn(ref, got, tol=1e-4, noise_tol=1e-4, logit_tol=1e-4)
 
 
-@pytest.mark.xfail(strict=True, reason=".data is a raw array until issue 28's .data change")
 def test_cnn_dot_data_idiom_float64(cnn_setup):
     init, data = cnn_setup
     ref = cnn_script("torch", F64, init, data, variant="data")
