@@ -11,6 +11,7 @@ from ..device import pool
 from ..dtypes import KEEP_NOT_BOOL, REFUSE, check_same_float, int_input
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
+from ..tensor import Tensor
 from .reduction import downcast, normalize_axes, upcast
 
 __all__ = ["matmul", "linear", "norm"]
@@ -62,6 +63,11 @@ def matmul(a, b):
 
     >>> ops.matmul(a, b)   # a @ b
     """
+    if (type(a) is not Tensor or type(b) is not Tensor) and (
+            getattr(a, "is_sparse", False) or getattr(b, "is_sparse", False)):
+        from ..sparse import matmul as sparse_matmul  # a sparse operand: tapegrad.sparse
+
+        return sparse_matmul(a, b)
     return MatMul.apply(int_input(MatMul, a), int_input(MatMul, b))
 
 
