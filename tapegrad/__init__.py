@@ -11,7 +11,7 @@ import warnings as _warnings
 
 import numpy as _np
 
-from . import errors, ops
+from . import errors, ops, sparse
 from .creation import (
     BoolTensor,
     ByteTensor,
@@ -50,47 +50,102 @@ from .device.host_memory import tune_malloc
 from .device.threads import get_num_threads, set_num_threads
 from .printing import set_printoptions
 from .random import Generator, manual_seed
+from .sparse import sparse_coo_tensor, spmm
 from .tape import Function, backward, enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, _bind_operators, get_default_dtype, set_default_dtype, tensor
 from .torch_functions import (  # torch.max, torch.var, ... with PyTorch's meaning
+    acos,
+    add,
+    addcdiv,
+    addcmul,
     addmm,
     allclose,
     argmax,
     argmin,
     argsort,
+    asin,
+    atan,
+    atan2,
     baddbmm,
     bmm,
+    ceil,
     chunk,
+    cosh,
+    count_nonzero,
+    cumprod,
     diag,
     diag_embed,
+    diagonal,
+    div,
+    divide,
     dot,
     equal,
+    expm1,
     flip,
+    floor,
+    floor_divide,
+    fmod,
+    frac,
     gather,
+    ger,
+    index_add,
+    index_copy,
     index_select,
     inference_mode,
     isfinite,
     isinf,
     isnan,
     lerp,
+    log2,
+    log10,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
     logsumexp,
+    masked_select,
     max,  # noqa: A004
     median,
     min,  # noqa: A004
     mm,
+    moveaxis,
+    movedim,
+    mul,
+    multiply,
+    mv,
+    nan_to_num,
     narrow,
+    neg,
+    negative,
     nonzero,
     norm,
     numel,
     outer,
     permute,
     pow,  # noqa: A004
+    reciprocal,
+    remainder,
+    repeat_interleave,
     roll,
+    round,  # noqa: A004
+    rsqrt,
+    scatter,
+    scatter_add,
+    select,
     sign,
+    sinh,
     split,
+    square,
     squeeze,
     std,
+    sub,
+    subtract,
+    tile,
+    trace,
     transpose,
+    true_divide,
+    trunc,
+    unbind,
     unsqueeze,
     var,
 )
@@ -176,6 +231,16 @@ __all__ = [
     "nonzero", "argsort", "lerp", "median", "randperm", "multinomial", "bernoulli", "normal",
     "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
     "CharTensor", "ByteTensor", "BoolTensor",
+    "sparse", "sparse_coo_tensor", "spmm",
+]
+__all__ += [  # the script census's names (tapegrad/tensor_methods_more.py)
+    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide",
+    "floor_divide", "remainder", "fmod", "atan2", "logical_and", "logical_or", "logical_xor",
+    "neg", "negative", "reciprocal", "square", "rsqrt", "floor", "ceil", "trunc", "frac",
+    "round", "expm1", "log2", "log10", "sinh", "cosh", "asin", "acos", "atan", "logical_not",
+    "nan_to_num", "masked_select", "scatter", "scatter_add", "index_add", "index_copy",
+    "cumprod", "unbind", "select", "movedim", "moveaxis", "tile", "ger", "mv", "addcmul",
+    "addcdiv", "diagonal", "trace", "repeat_interleave", "count_nonzero",
 ]
 
 

@@ -7,12 +7,14 @@ import weakref
 import numpy as np
 
 from . import tape
+from . import tensor_methods_more as _more
 from .device import Device, cpu, device_of_array, get_device, to_host
 from .dtypes import as_dtype, check_differentiable, fit_number
 from .errors import ArgumentError, ArgumentTypeError, DeviceError, DTypeError, GraphError, describe
 from .printing import tensor_repr
 from .tape import is_grad_enabled, no_grad
 from .tensor_methods import TensorMethods, ValuesIndices  # noqa: F401  (re-exported)
+from .tensor_methods_more import TensorMethodsMore
 
 __all__ = ["Tensor", "tensor", "set_default_dtype", "get_default_dtype"]
 
@@ -93,7 +95,7 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-class Tensor(TensorMethods):
+class Tensor(TensorMethods, TensorMethodsMore):
     """An n-dimensional array that records differentiable ops on the tape.
 
     Leaves are made by :func:`tapegrad.tensor` (or ops under ``no_grad``);
@@ -291,6 +293,19 @@ class Tensor(TensorMethods):
 
     is_xpu = is_mps = property(lambda self: False, doc="Never: tapegrad has CPU and CUDA only.")
 
+    @property
+    def is_sparse(self) -> bool:
+        """False: a dense tensor (``tapegrad.sparse.SparseTensor`` answers True)."""
+        return False
+
+    def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
+        """A COO sparse copy of this 2-D tensor: its nonzero entries, coalesced
+        (:mod:`tapegrad.sparse`). >>> adj.to_sparse() @ x"""
+        from .sparse import to_sparse
+
+        return to_sparse(self, sparse_dim, layout=layout, blocksize=blocksize,
+                         dense_dim=dense_dim)
+
     def numpy(self) -> np.ndarray:
         """A NumPy copy of a CPU tensor's data; a device tensor must be moved first
         (``x.cpu().numpy()``), as in PyTorch."""
@@ -430,8 +445,10 @@ class Tensor(TensorMethods):
     def mul_(self, other):
         return self._inplace(_ops.mul, other)
 
-    def div_(self, other):
-        return self._inplace(_ops.div, other)
+    def div_(self, other, *, rounding_mode=None):
+        if rounding_mode is None:
+            return self._inplace(_ops.div, other)
+        return self._inplace(lambda t, o: t.div(o, rounding_mode=rounding_mode), other)
 
     def clamp_(self, min=None, max=None):
         return self._inplace(_ops.clip, min, max)
@@ -473,32 +490,19 @@ class Tensor(TensorMethods):
     def __rtruediv__(self, other):
         return _ops.Div.apply(other, self)
 
-    # floor division and remainder (NumPy's = PyTorch's rounding: floor, Python's sign)
-    def _rounded(self, a, b, op, name):
-        for v in (a, b):
-            if isinstance(v, Tensor) and v.requires_grad and is_grad_enabled():
-                raise GraphError(f"{name}: not differentiable in tapegrad, got {describe(v)} "
-                                 "that requires grad; use .detach() (or no_grad) first")
-        a, b = (self.data, _other(self, b, name)) if a is self else (_other(self, a, name),
-                                                                     self.data)
-        if (self.device.xp.result_type(a, b).kind in "iub"
-                and not self.device.xp.all(self.device.xp.asarray(b) != 0)):
-            raise ArgumentError(f"{name}: integer division by zero (the divisor "
-                                f"{describe(b) if hasattr(b, 'shape') else repr(b)} holds a 0); "
-                                "PyTorch raises ZeroDivisionError; NumPy would give 0")
-        return _wrap(op(a, b), self.device, None, 0, False)
-
+    # floor division and remainder: PyTorch's rules (tensor_methods_more.py): // is not
+    # differentiable (refused in grad mode), % is torch.remainder (gradients 1, -a // b)
     def __floordiv__(self, other):
-        return self._rounded(self, other, lambda a, b: a // b, "//")
+        return _more.floor_divide(self, other)
 
     def __rfloordiv__(self, other):
-        return self._rounded(other, self, lambda a, b: a // b, "//")
+        return _more.floor_divide(other, self)
 
     def __mod__(self, other):
-        return self._rounded(self, other, lambda a, b: a % b, "%")
+        return _more.remainder(self, other)
 
     def __rmod__(self, other):
-        return self._rounded(other, self, lambda a, b: a % b, "%")
+        return _more.remainder(other, self)
 
     def __rpow__(self, other):
         return _ops.Pow.apply(other, self)

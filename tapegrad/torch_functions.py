@@ -15,6 +15,7 @@ import functools
 import numpy as np
 
 from . import ops
+from . import tensor_methods_more as _more
 from .args import normalize_axis
 from .errors import ArgumentTypeError, DTypeError, ShapeError, describe
 from .grad_mode import is_grad_enabled, set_grad_enabled
@@ -133,6 +134,10 @@ def _matrices(op, a, b, ndim):
 def mm(input, mat2):
     """``torch.mm``: the product of two matrices, (n, k) @ (k, m).
     >>> tapegrad.mm(a, b)"""
+    if getattr(input, "is_sparse", False) or getattr(mat2, "is_sparse", False):
+        from .sparse import product  # a sparse operand: tapegrad.sparse
+
+        return product("mm", input, mat2)
     _matrices("mm", input, mat2, 2)
     if input.shape[1] != mat2.shape[0]:
         raise ShapeError(f"mm: {describe(input, mat2)} cannot be multiplied (inner sizes "
@@ -299,7 +304,7 @@ def outer(input, vec2):
 
 def _test(op, input):
     t = _tensor(op, input)
-    return _wrap(getattr(t.device.xp, op)(t.data), t.device, None, 0, False)
+    return _wrap(getattr(t.device.xp, op)(t.array), t.device, None, 0, False)
 
 
 def isnan(input):
@@ -324,7 +329,7 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     _tensor("allclose", input), _tensor("allclose", other)
     if input.dtype != other.dtype:
         raise DTypeError(f"allclose: expects tensors of one dtype, got {describe(input, other)}")
-    return bool(input.device.xp.allclose(input.data, other.data, rtol=rtol, atol=atol,
+    return bool(input.device.xp.allclose(input.array, other.array, rtol=rtol, atol=atol,
                                          equal_nan=equal_nan))
 
 
@@ -334,7 +339,7 @@ def equal(input, other):
     _tensor("equal", input), _tensor("equal", other)
     if input.shape != other.shape:
         return False
-    return bool((input.data == other.data).all())
+    return bool((input.array == other.array).all())
 
 
 def sign(input):
@@ -374,3 +379,234 @@ class inference_mode(set_grad_enabled):
                 return func(*args, **kwargs)
 
         return wrapper
+
+
+# ------------------------------------------------ names added from a census of ported scripts
+# (tests/test_tensor_methods_census.py); the rules live in tapegrad/tensor_methods_more.py.
+# The binary functions take a number as either operand where torch's do.
+__all__ += ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide",
+            "floor_divide", "remainder", "fmod", "atan2", "logical_and", "logical_or",
+            "logical_xor", "neg", "negative", "reciprocal", "square", "rsqrt", "floor", "ceil",
+            "trunc", "frac", "round", "expm1", "log2", "log10", "sinh", "cosh", "asin", "acos",
+            "atan", "logical_not", "nan_to_num", "masked_select", "scatter", "scatter_add",
+            "index_add", "index_copy", "cumprod", "unbind", "select", "movedim", "moveaxis",
+            "tile", "ger", "mv", "addcmul", "addcdiv", "diagonal", "trace", "repeat_interleave",
+            "count_nonzero"]
+
+
+def add(input, other, *, alpha=1):
+    """``torch.add``: ``input + alpha * other``. >>> tapegrad.add(x, y, alpha=2)"""
+    return _more.add(input, other, alpha=alpha)
+
+
+def sub(input, other, *, alpha=1):
+    """``torch.sub``: ``input - alpha * other``. >>> tapegrad.sub(x, y)"""
+    return _more.sub(input, other, alpha=alpha)
+
+
+subtract = sub
+
+
+def mul(input, other):
+    """``torch.mul``: ``input * other``. >>> tapegrad.mul(x, 2)"""
+    if not isinstance(input, Tensor):
+        _tensor("mul", other)
+    return ops.mul(input, other)
+
+
+multiply = mul
+
+
+def div(input, other, *, rounding_mode=None):
+    """``torch.div``: true division, or rounded with ``rounding_mode="trunc"``/``"floor"``.
+    >>> tapegrad.div(x, y, rounding_mode="floor")"""
+    return _more.div(input, other, rounding_mode=rounding_mode)
+
+
+divide = div
+
+
+def true_divide(dividend, divisor):
+    """``torch.true_divide``: ``dividend / divisor`` (integers give floats)."""
+    return _more.div(dividend, divisor)
+
+
+def floor_divide(input, other):
+    """``torch.floor_divide``: ``input // other`` (no gradient). >>> tapegrad.floor_divide(x, 3)"""
+    return _more.floor_divide(input, other)
+
+
+def remainder(input, other):
+    """``torch.remainder``: ``input % other``, the sign of ``other``.
+    >>> tapegrad.remainder(x, 2)"""
+    return _more.remainder(input, other)
+
+
+def fmod(input, other):
+    """``torch.fmod``: C's remainder, the sign of ``input``. >>> tapegrad.fmod(x, 2)"""
+    return _more.fmod(_tensor("fmod", input), other)
+
+
+def atan2(input, other):
+    """``torch.atan2``: the angle of ``(other, input)`` (values only).
+    >>> tapegrad.atan2(y, x)"""
+    return _more.atan2(input, other)
+
+
+def logical_and(input, other):
+    """``torch.logical_and``. >>> tapegrad.logical_and(a > 0, b > 0)"""
+    return _more.logical_and(_tensor("logical_and", input), other)
+
+
+def logical_or(input, other):
+    """``torch.logical_or``. >>> tapegrad.logical_or(m1, m2)"""
+    return _more.logical_or(_tensor("logical_or", input), other)
+
+
+def logical_xor(input, other):
+    """``torch.logical_xor``. >>> tapegrad.logical_xor(m1, m2)"""
+    return _more.logical_xor(_tensor("logical_xor", input), other)
+
+
+def _method(name, doc):
+    """``torch.<name>(input)``: the Tensor method of that name (one home for the rule)."""
+
+    def fn(input):
+        return getattr(_tensor(name, input), name)()
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+neg = _method("neg", "``-input``. >>> tapegrad.neg(x)")
+negative = _method("negative", "``-input``. >>> tapegrad.negative(x)")
+reciprocal = _method("reciprocal", "``1 / input``. >>> tapegrad.reciprocal(x)")
+square = _method("square", "``input * input``. >>> tapegrad.square(x)")
+rsqrt = _method("rsqrt", "``1 / sqrt(input)``. >>> tapegrad.rsqrt(x)")
+floor = _method("floor", "Rounded down; gradient 0. >>> tapegrad.floor(x)")
+ceil = _method("ceil", "Rounded up; gradient 0. >>> tapegrad.ceil(x)")
+trunc = _method("trunc", "Rounded toward zero; gradient 0. >>> tapegrad.trunc(x)")
+frac = _method("frac", "``input - trunc(input)``. >>> tapegrad.frac(x)")
+expm1 = _method("expm1", "``exp(input) - 1``, accurate near 0. >>> tapegrad.expm1(x)")
+log2 = _method("log2", "Base-2 logarithm. >>> tapegrad.log2(x)")
+log10 = _method("log10", "Base-10 logarithm. >>> tapegrad.log10(x)")
+sinh = _method("sinh", "Hyperbolic sine. >>> tapegrad.sinh(x)")
+cosh = _method("cosh", "Hyperbolic cosine. >>> tapegrad.cosh(x)")
+asin = _method("asin", "Arcsine (values only). >>> tapegrad.asin(x)")
+acos = _method("acos", "Arccosine (values only). >>> tapegrad.acos(x)")
+atan = _method("atan", "Arctangent (values only). >>> tapegrad.atan(x)")
+logical_not = _method("logical_not", "Bool: where ``input`` is 0. >>> tapegrad.logical_not(m)")
+trace = _method("trace", "The sum of a matrix's diagonal. >>> tapegrad.trace(a)")
+
+
+def round(input, *, decimals=0):  # noqa: A001
+    """``torch.round``: half to even, to ``decimals`` places. >>> tapegrad.round(x, decimals=1)"""
+    return _tensor("round", input).round(decimals)
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """``torch.nan_to_num``. >>> tapegrad.nan_to_num(x, posinf=1e4)"""
+    return _tensor("nan_to_num", input).nan_to_num(nan, posinf, neginf)
+
+
+def masked_select(input, mask):
+    """``torch.masked_select``: a 1-D tensor. >>> tapegrad.masked_select(x, x > 0)"""
+    return _tensor("masked_select", input).masked_select(mask)
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    """``torch.scatter``. >>> tapegrad.scatter(x, 1, idx, 0.0)"""
+    return _tensor("scatter", input).scatter(dim, index, src, value=value, reduce=reduce)
+
+
+def scatter_add(input, dim, index, src):
+    """``torch.scatter_add``. >>> tapegrad.scatter_add(zeros, 0, idx, ones)"""
+    return _tensor("scatter_add", input).scatter_add(dim, index, src)
+
+
+def index_add(input, dim, index, source, *, alpha=1):
+    """``torch.index_add``. >>> tapegrad.index_add(x, 0, idx, rows)"""
+    return _tensor("index_add", input).index_add(dim, index, source, alpha=alpha)
+
+
+def index_copy(input, dim, index, source):
+    """``torch.index_copy``. >>> tapegrad.index_copy(x, 0, idx, rows)"""
+    return _tensor("index_copy", input).index_copy(dim, index, source)
+
+
+def cumprod(input, dim, *, dtype=None):
+    """``torch.cumprod``: running products along ``dim``. >>> tapegrad.cumprod(x, 0)"""
+    return _tensor("cumprod", input).cumprod(dim, dtype)
+
+
+def unbind(input, dim=0):
+    """``torch.unbind``: the slices along ``dim``. >>> a, b = tapegrad.unbind(pairs, 1)"""
+    return _tensor("unbind", input).unbind(dim)
+
+
+def select(input, dim, index):
+    """``torch.select``: ``input[..., index, ...]``. >>> tapegrad.select(x, 0, -1)"""
+    return _tensor("select", input).select(dim, index)
+
+
+def movedim(input, source, destination):
+    """``torch.movedim``. >>> tapegrad.movedim(x, 1, -1)"""
+    return _tensor("movedim", input).movedim(source, destination)
+
+
+moveaxis = movedim
+
+
+def tile(input, dims):
+    """``torch.tile``. >>> tapegrad.tile(x, (2, 1))"""
+    return _tensor("tile", input).tile(dims)
+
+
+def ger(input, vec2):
+    """``torch.ger``: :func:`outer`. >>> tapegrad.ger(u, v)"""
+    return outer(input, vec2)
+
+
+def mv(input, vec):
+    """``torch.mv``: a matrix times a vector, (n, m) @ (m,). >>> tapegrad.mv(a, v)"""
+    _tensor("mv", input), _tensor("mv", vec)
+    if input.ndim != 2 or vec.ndim != 1 or input.shape[1] != vec.shape[0]:
+        raise ShapeError(f"mv: expects a matrix (n, m) and a vector (m,), got "
+                         f"{describe(input, vec)}")
+    if input.dtype != vec.dtype:
+        raise DTypeError(f"mv: expects tensors of one dtype, got {describe(input, vec)}")
+    return ops.matmul(input, vec)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """``torch.addcmul``: ``input + value * tensor1 * tensor2``."""
+    return _tensor("addcmul", input).addcmul(tensor1, tensor2, value=value)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """``torch.addcdiv``: ``input + value * tensor1 / tensor2``."""
+    return _tensor("addcdiv", input).addcdiv(tensor1, tensor2, value=value)
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """``torch.diagonal``: a view. >>> tapegrad.diagonal(a, 1)"""
+    return _tensor("diagonal", input).diagonal(offset, dim1, dim2)
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """``torch.repeat_interleave``; with ``repeats`` alone (a 1-D integer tensor), the
+    indices ``0, 1, ...`` each repeated that often. >>> tapegrad.repeat_interleave(x, 2)"""
+    x = _tensor("repeat_interleave", input)
+    if repeats is None:
+        if dim is not None or x.ndim != 1:
+            raise ShapeError(f"repeat_interleave: repeats alone must be a 1-D integer tensor, "
+                             f"got {describe(x)}")
+        index = _wrap(x.device.xp.arange(x.shape[0]), x.device, None, 0, False)
+        return index.repeat_interleave(x, output_size=output_size)
+    return x.repeat_interleave(repeats, dim, output_size=output_size)
+
+
+def count_nonzero(input, dim=None):
+    """``torch.count_nonzero``: int64. >>> tapegrad.count_nonzero(x, dim=1)"""
+    return _tensor("count_nonzero", input).count_nonzero(dim)

@@ -52,7 +52,8 @@ def _unary(op_type):
 for _cls, _op in ((act.ReLU, "Relu"), (act.Sigmoid, "Sigmoid"), (act.Tanh, "Tanh"),
                   (act.Hardswish, "HardSwish"), (act.Softsign, "Softsign"), (ew.Neg, "Neg"),
                   (ew.Exp, "Exp"), (ew.Log, "Log"), (ew.Sqrt, "Sqrt"), (ew.Abs, "Abs"),
-                  (ew.Sin, "Sin"), (ew.Cos, "Cos"), (smooth.Erf, "Erf"),
+                  (ew.Sin, "Sin"), (ew.Cos, "Cos"), (ew.Asin, "Asin"), (ew.Acos, "Acos"),
+                  (ew.Atan, "Atan"), (smooth.Erf, "Erf"),
                   (ew.ToDevice, "Identity")):
     mapping(_cls)(_unary(_op))
 

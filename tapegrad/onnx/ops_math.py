@@ -85,8 +85,8 @@ def _pow(node, x, y):
 
 _UNARY = {"Neg": ops.neg, "Abs": ops.abs, "Exp": ops.exp, "Log": ops.log, "Sqrt": ops.sqrt,
           "Relu": ops.relu, "Sigmoid": ops.sigmoid, "Tanh": ops.tanh, "Erf": ops.erf,
-          "Sin": ops.sin, "Cos": ops.cos, "Softsign": ops.softsign, "Identity": lambda x: x,
-          "HardSwish": ops.hardswish}
+          "Sin": ops.sin, "Cos": ops.cos, "Asin": ops.asin, "Acos": ops.acos, "Atan": ops.atan,
+          "Softsign": ops.softsign, "Identity": lambda x: x, "HardSwish": ops.hardswish}
 
 
 @rule(*_UNARY, attrs=("consumed_inputs",))

@@ -20,7 +20,8 @@ from ..tensor import Tensor, _wrap
 from .smooth import Erf
 
 __all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "log1p", "sqrt", "abs", "sign",
-           "maximum", "minimum", "where", "clip", "cast", "sin", "cos", "erf"]
+           "maximum", "minimum", "where", "clip", "cast", "sin", "cos", "asin", "acos", "atan",
+           "atan2", "erf"]
 
 
 class Add(Function):
@@ -537,6 +538,106 @@ def cos(x):
     >>> ops.cos(x)
     """
     return Cos.apply(int_input(Cos, x))
+
+
+class Asin(Function):
+    differentiable_twice = True
+    int_inputs = FLOAT
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.arcsin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / ctx.xp.sqrt(1 - x * x)
+
+
+def asin(x):
+    """Arcsine, in [-pi/2, pi/2] (NaN outside [-1, 1]); gradient ``1 / sqrt(1 - x^2)``.
+
+    >>> ops.asin(x)
+    """
+    return Asin.apply(int_input(Asin, x))
+
+
+class Acos(Function):
+    differentiable_twice = True
+    int_inputs = FLOAT
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.arccos(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return -g / ctx.xp.sqrt(1 - x * x)
+
+
+def acos(x):
+    """Arccosine, in [0, pi]; gradient ``-1 / sqrt(1 - x^2)``.
+
+    >>> ops.acos(x)
+    """
+    return Acos.apply(int_input(Acos, x))
+
+
+class Atan(Function):
+    differentiable_twice = True
+    int_inputs = FLOAT
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.arctan(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / (1 + x * x)
+
+
+def atan(x):
+    """Arctangent, in (-pi/2, pi/2); gradient ``1 / (1 + x^2)``.
+
+    >>> ops.atan(x)
+    """
+    return Atan.apply(int_input(Atan, x))
+
+
+class Atan2(Function):
+    differentiable_twice = True
+    promotes = (0, 1)
+    int_inputs = FLOAT  # as torch.atan2: integers give the default float dtype
+
+    @staticmethod
+    def forward(ctx, y, x):
+        ctx.save_for_backward(y, x)
+        return ctx.xp.arctan2(y, x)
+
+    @staticmethod
+    def backward(ctx, g):
+        y, x = ctx.saved_tensors
+        # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2); where x^2 + y^2 is 0 (the origin,
+        # or both squares underflow) the gradient is 0, as PyTorch's
+        den = x * x + y * y
+        zero = den == 0
+        r = ctx.xp.where(zero, 0, g / ctx.xp.where(zero, 1, den))
+        ny, nx = ctx.needs_input_grad
+        return (r * x if ny else None), (-r * y if nx else None)
+
+
+def atan2(y, x):
+    """The angle of the point ``(x, y)`` in (-pi, pi], as ``torch.atan2(input, other)``
+    with input = y; gradients ``x / r^2`` and ``-y / r^2``.
+
+    >>> ops.atan2(y, x)
+    """
+    return Atan2.apply(y, x)
 
 
 def erf(x):

@@ -151,8 +151,10 @@ method("__add__ __sub__ __mul__ __radd__ __rsub__ __rmul__ eq ne lt le gt ge "
        "__eq__ __ne__ __lt__ __le__ __gt__ __ge__", binary)
 method("__truediv__", binary, kinks2=(0,))
 method("__rtruediv__", binary, kinks=(0,))
-method("__floordiv__ __mod__ __rfloordiv__ __rmod__", binary, lo=0.0, lo2=0.5, hi2=3.0,
-       kinks2=(0,))
+method("__floordiv__ __mod__", binary, lo=0.0, lo2=0.5, hi2=3.0, kinks2=(0,))
+# x is the divisor here (y // x, y % x): kept off 0, where the gradient of % with respect
+# to it, -floor(y / x), is infinite (tapegrad's is 0 where the value is still finite)
+method("__rfloordiv__ __rmod__", binary, lo=0.0, lo2=0.5, hi2=3.0, kinks=(0,), kinks2=(0,))
 method("__pow__ __rpow__", binary, lo=0.5, hi=2.0, lo2=0.5, hi2=2.0)
 method("__and__ __or__ __xor__ __rand__ __ror__ __rxor__", binary, lo=0, hi=7)
 method("__invert__", unary, lo=0, hi=7)
@@ -332,6 +334,16 @@ OPS[("method", "permute")] = shaped("method", "permute", _perm, 1)
 OPS[("method", "swapaxes")] = shaped("method", "swapaxes",
                                      lambda s, d: (_axis(s, d), _axis(s, d)))
 OPS[("method", "view")] = shaped("method", "view", _reshape)
+
+
+def _unfold(shp, data):
+    """(dimension, size, step): windows that fit, overlapping or not."""
+    d = _axis(shp, data)
+    n = shp[d] if shp else 1
+    return d, data.draw(st.integers(0, n)), data.draw(st.integers(1, n + 1))
+
+
+OPS[("method", "unfold")] = shaped("method", "unfold", _unfold)
 OPS[("method", "t")] = shaped("method", "t", lambda s, d: ())
 OPS[("method", "repeat")] = shaped("method", "repeat", lambda s, d: tuple(
     d.draw(st.integers(1, 3)) for _ in range(len(s) + d.draw(st.integers(0, 1)))), 1)
@@ -671,6 +683,270 @@ SKIP.update({
         "FloatTensor DoubleTensor HalfTensor LongTensor IntTensor ShortTensor CharTensor "
         "ByteTensor BoolTensor")},
 })
+
+# ------------------------ names from the census of ported scripts (tensor_methods_more.py)
+_HALVES = tuple(k + 0.5 for k in range(-4, 4))  # round jumps at the halves
+
+
+def _either(where, name, numbers=(2, -1.5, True), lo2=-3.0, hi2=3.0, kinks2=(), opts=(),
+            number_first=False, tensor_only=False):
+    """``f(x, y, **kw)``: y a tensor (broadcast with x) or a number; in the "fn" form
+    also ``f(number, x)`` where ``number_first``."""
+    def draw(data, dtype):
+        s1, s2 = data.draw(hnp.mutually_broadcastable_shapes(
+            num_shapes=2, max_dims=3, max_side=4)).input_shapes
+        x = array(data, dtype, s1)
+        y = array(data, dtype, s2, lo2, hi2, kinks2)
+        _, kw = _opts(data, opts)
+        form = "tensor" if tensor_only else data.draw(st.sampled_from(
+            ["tensor", "number"] + (["first"] if number_first and where == "fn" else [])))
+        if form == "tensor":
+            return [x, y], [], lambda L, xs, cs: L.call(where, name, xs[0], xs[1], **kw)
+        s = data.draw(st.sampled_from(numbers))
+        if form == "first":
+            return [y], [], lambda L, xs, cs: L.call(where, name, s, xs[0], **kw)
+        return [x], [], lambda L, xs, cs: L.call(where, name, xs[0], s, **kw)
+    return custom(draw)
+
+
+_ALPHAS = (((), {}), ((), {"alpha": 2}), ((), {"alpha": -1.5}), ((), {"alpha": True}))
+_ROUNDING = (((), {}), ((), {"rounding_mode": "trunc"}), ((), {"rounding_mode": "floor"}))
+add("add sub subtract", _either, opts=_ALPHAS, number_first=True)
+add("mul multiply", _either, number_first=True)
+add("div divide", _either, kinks2=(0,), numbers=(2, -1.5, 0.5), opts=_ROUNDING,
+    number_first=True)
+add("true_divide", _either, kinks2=(0,), numbers=(2, -1.5, 0.5), number_first=True)
+add("floor_divide remainder fmod", _either, kinks2=(0,), numbers=(2, -1.5, 0.75),
+    number_first=True)
+add("logical_and logical_or logical_xor", _either, tensor_only=True)
+# off the origin, where the gradient is 0 (both) but torch's second derivative is NaN
+add("atan2", _either, tensor_only=True, kinks2=(0,))
+add("neg negative square expm1 sinh cosh atan logical_not", unary)
+add("reciprocal", unary, kinks=(0,))
+add("rsqrt log2 log10", unary, lo=0.1, hi=4.0)
+add("asin acos", unary, lo=-0.95, hi=0.95)
+
+
+def _off_integers(where, name):
+    """``f(x)`` for the functions that jump at the integers: floats 0.1 or more off them."""
+    def draw(data, dtype):
+        x = array(data, dtype, data.draw(shapes()))
+        if x.dtype.kind == "f":
+            x = (np.floor(x) + 0.1 + 0.8 * (x - np.floor(x))).astype(dtype)
+        return [x], [], lambda L, xs, cs: L.call(where, name, xs[0])
+    return custom(draw)
+
+
+for _w in ("fn", "method"):
+    for _n in ("floor", "ceil", "trunc", "frac"):
+        OPS[(_w, _n)] = _off_integers(_w, _n)
+
+
+def _round(where):
+    """``round(x)``, ``decimals=0 / -1`` off the ties; ``decimals=1`` on values 0.03 off a
+    multiple of 0.1 (ties in float16 would round as each library's arithmetic goes)."""
+    def draw(data, dtype):
+        decimals = data.draw(st.sampled_from([None, 0, -1, 1]))
+        x = array(data, dtype, data.draw(shapes()), kinks=_HALVES)
+        if decimals == 1 and x.dtype.kind == "f":
+            x = (np.round(x.astype(np.float64), 1) + 0.03).astype(dtype)
+        kw = {} if decimals is None else {"decimals": decimals}
+        return [x], [], lambda L, xs, cs: L.call(where, "round", xs[0], **kw)
+    return custom(draw)
+
+
+OPS[("fn", "round")], OPS[("method", "round")] = _round("fn"), _round("method")
+for _n in ("isfinite", "isinf", "isnan"):
+    OPS[("method", _n)] = custom(lambda data, dtype, n=_n: (
+        [_special(data, dtype)], [], lambda L, xs, cs: getattr(xs[0], n)()))
+
+
+def _nan_to_num(where):
+    def draw(data, dtype):
+        _, kw = _opts(data, (((), {}), ((), {"nan": 1.5}), ((), {"posinf": 2.0, "neginf": -2.0})))
+        return [_special(data, dtype)], [], lambda L, xs, cs: L.call(where, "nan_to_num", xs[0],
+                                                                   **kw)
+    return custom(draw)
+
+
+OPS[("fn", "nan_to_num")], OPS[("method", "nan_to_num")] = _nan_to_num("fn"), _nan_to_num(
+    "method")
+
+
+def _masked_select(where):
+    def draw(data, dtype):
+        sx, sm = data.draw(hnp.mutually_broadcastable_shapes(
+            num_shapes=2, max_dims=3, max_side=4)).input_shapes
+        return [array(data, dtype, sx)], [array(data, "bool", sm)], (
+            lambda L, xs, cs: L.call(where, "masked_select", xs[0], cs[0]))
+    return custom(draw)
+
+
+def _distinct_index(data, shp, d, ishape):
+    """Indices along axis ``d`` of ``shp``, of shape ``ishape``, distinct along ``d``
+    (so that no two writes meet: PyTorch leaves the winner open)."""
+    keys = array(data, "float64", tuple(shp[k] if k == d else ishape[k]
+                                        for k in range(len(shp))), unique=True)
+    return np.argsort(keys, axis=d).take(range(ishape[d]), axis=d).astype(np.int64)
+
+
+def _scatter(where):
+    def draw(data, dtype):
+        shp = data.draw(shapes(min_dims=1))
+        d = _axis(shp, data)
+        ishape = tuple(data.draw(st.integers(1, n)) for n in shp)
+        reduce = data.draw(st.sampled_from([None, None, "add", "multiply"]))
+        index = _distinct_index(data, shp, d, ishape) if reduce is None else data.draw(
+            hnp.arrays(np.int64, ishape, elements=st.integers(0, shp[d] - 1)))
+        kw = {} if reduce is None else {"reduce": reduce}
+        x = array(data, dtype, shp)
+        if data.draw(st.booleans()):
+            # src of index's shape: with a larger src torch's backward fails (its gradient
+            # has index's shape), though the forward reads only that part of src
+            src = array(data, dtype, ishape)
+            return [x, src], [index], lambda L, xs, cs: L.call(where, "scatter", xs[0], d, cs[0],
+                                                               xs[1], **kw)
+        v = data.draw(st.sampled_from([1.5, -2, True]))
+        return [x], [index], lambda L, xs, cs: L.call(where, "scatter", xs[0], d, cs[0], v, **kw)
+    return custom(draw)
+
+
+def _index_write(where, name):
+    def draw(data, dtype):
+        shp = data.draw(shapes(min_dims=1))
+        d = _axis(shp, data)
+        k = data.draw(st.integers(0, 4 if name == "index_add" else shp[d]))
+        if name == "index_add":
+            index = data.draw(hnp.arrays(np.int64, (k,), elements=st.integers(0, shp[d] - 1)))
+        else:
+            index = np.array(data.draw(st.permutations(range(shp[d]))), np.int64)[:k]
+        src = array(data, dtype, tuple(k if a == d % len(shp) else n for a, n in enumerate(shp)))
+        kw = data.draw(st.sampled_from([{}, {"alpha": 2}])) if name == "index_add" else {}
+        return [array(data, dtype, shp), src], [index], (
+            lambda L, xs, cs: L.call(where, name, xs[0], d, cs[0], xs[1], **kw))
+    return custom(draw)
+
+
+def _with_zeros(data, dtype, shp, lo=-2.0, hi=2.0):
+    x = array(data, dtype, shp, lo, hi)
+    return np.where(array(data, "bool", shp), x, np.zeros((), x.dtype)).astype(x.dtype)
+
+
+def _cumprod(where):
+    def draw(data, dtype):
+        shp = data.draw(shapes())
+        d = data.draw(st.integers(-max(len(shp), 1), max(len(shp), 1) - 1))
+        cast = data.draw(st.sampled_from([None, None, "float64"]))
+        x = _with_zeros(data, dtype, shp)
+        return [x], [], lambda L, xs, cs: L.call(where, "cumprod", xs[0], d, **(
+            {} if cast is None else {"dtype": _dt(L, cast)}))
+    return custom(draw)
+
+
+def _count_nonzero(where):
+    def draw(data, dtype):
+        shp = data.draw(shapes())
+        dims = [None, ()] + list(range(-max(len(shp), 1), max(len(shp), 1)))
+        if len(shp) >= 2:
+            dims.append((0, len(shp) - 1))
+        dim = data.draw(st.sampled_from(dims))
+        return [_with_zeros(data, dtype, shp)], [], lambda L, xs, cs: L.call(
+            where, "count_nonzero", xs[0], dim)
+    return custom(draw)
+
+
+def _repeat_interleave(where):
+    def draw(data, dtype):
+        shp = data.draw(shapes())
+        dim = data.draw(st.sampled_from([None] + list(range(-max(len(shp), 1),
+                                                               max(len(shp), 1)))))
+        n = int(np.prod(shp)) if dim is None or not shp else shp[dim]
+        kind = data.draw(st.sampled_from(["int", "tensor", "one"]))
+        reps = {"int": 2, "one": np.array([3]),
+                "tensor": data.draw(hnp.arrays(np.int64, (n,), elements=st.integers(0, 2)))}[kind]
+        consts = [reps] if kind != "int" else []
+        return [array(data, dtype, shp)], consts, lambda L, xs, cs: L.call(
+            where, "repeat_interleave", xs[0], cs[0] if cs else reps, dim)
+    return custom(draw)
+
+
+def _addc(where, name):
+    def draw(data, dtype):
+        shp = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3,
+                                                          max_side=4)).input_shapes
+        xs = [array(data, dtype, shp[0]), array(data, dtype, shp[1]),
+              array(data, dtype, shp[2], 0.5, 2.0) if name == "addcdiv" else
+              array(data, dtype, shp[2])]
+        _, kw = _opts(data, (((), {}), ((), {"value": 0.5}), ((), {"value": -2})))
+        return xs, [], lambda L, xs_, cs: L.call(where, name, xs_[0], xs_[1], xs_[2], **kw)
+    return custom(draw)
+
+
+def _products(where, name):
+    forms = {"dot": [((3,), (3,)), ((3,), (2,))], "outer": [((3,), (2,))],
+             "ger": [((3,), (2,)), ((1,), (4,))], "mv": [((2, 3), (3,)), ((2, 3), (2,))]}[name]
+
+    def draw(data, dtype):
+        s1, s2 = data.draw(st.sampled_from(forms))
+        return [array(data, dtype, s1), array(data, dtype, s2)], [], (
+            lambda L, xs, cs: L.call(where, name, xs[0], xs[1]))
+    return custom(draw)
+
+
+def _two_axes(shp, data):
+    return data.draw(st.integers(-2, 2)), _axis(shp, data), _axis(shp, data)
+
+
+def _select(shp, data):
+    a = data.draw(st.integers(-len(shp), len(shp) - 1))
+    return a, data.draw(st.integers(-shp[a], shp[a] - 1))
+
+
+def _movedim(shp, data):
+    if data.draw(st.booleans()) or len(shp) < 2:
+        return _axis(shp, data), _axis(shp, data)
+    return tuple(data.draw(st.permutations(range(len(shp)))))[:2], (-1, 0)
+
+
+for _w in ("fn", "method"):
+    OPS[(_w, "masked_select")] = _masked_select(_w)
+    OPS[(_w, "scatter")] = _scatter(_w)
+    OPS[(_w, "index_add")] = _index_write(_w, "index_add")
+    OPS[(_w, "index_copy")] = _index_write(_w, "index_copy")
+    OPS[(_w, "cumprod")] = _cumprod(_w)
+    OPS[(_w, "count_nonzero")] = _count_nonzero(_w)
+    OPS[(_w, "repeat_interleave")] = _repeat_interleave(_w)
+    OPS[(_w, "addcmul")] = _addc(_w, "addcmul")
+    OPS[(_w, "addcdiv")] = _addc(_w, "addcdiv")
+    OPS[(_w, "ger")] = _products(_w, "ger")
+    OPS[(_w, "mv")] = _products(_w, "mv")
+    OPS[(_w, "unbind")] = shaped(_w, "unbind", lambda s, d: (_axis(s, d),))
+    OPS[(_w, "select")] = shaped(_w, "select", _select, 1)
+    OPS[(_w, "movedim")] = shaped(_w, "movedim", _movedim)
+    OPS[(_w, "moveaxis")] = shaped(_w, "moveaxis", _movedim)
+    OPS[(_w, "diagonal")] = shaped(_w, "diagonal", _two_axes, 2)
+    OPS[(_w, "trace")] = shaped(_w, "trace", lambda s, d: (), 2)
+    OPS[(_w, "tile")] = shaped(_w, "tile", lambda s, d: (tuple(
+        d.draw(st.integers(1, 2)) for _ in range(d.draw(st.integers(0, len(s) + 1)))),))
+OPS[("fn", "scatter_add")] = _gather("fn", "scatter_add")
+OPS[("method", "dot")], OPS[("method", "outer")] = _products("method", "dot"), _products(
+    "method", "outer")
+OPS[("method", "mT")] = custom(lambda data, dtype: (
+    [array(data, dtype, data.draw(shapes(min_dims=1, max_dims=3)))], [],
+    lambda L, xs, cs: xs[0].mT))
+OPS[("method", "stride")] = shaped("method", "stride", lambda s, d: (
+    () if d.draw(st.booleans()) or not s else (_axis(s, d),)))
+for _n in ("is_contiguous", "element_size", "nelement"):
+    OPS[("method", _n)] = shaped("method", _n, lambda s, d: ())
+SKIP[("method", "register_hook")] = (
+    "refused by name (GraphError: tapegrad has no tensor gradient hooks): "
+    "tests/test_tensor_methods_census.py")
+ELSEWHERE |= {("method", n) for n in _words(
+    "floor_ ceil_ trunc_ round_ addcmul_ addcdiv_ scatter_ scatter_add_ index_add_ "
+    "index_copy_")}
+SKIP.update({k: "sparse: tested in tests/test_sparse.py" for k in (
+    ("fn", "sparse_coo_tensor"), ("fn", "spmm"), ("method", "is_sparse"),
+    ("method", "to_sparse"))})
 
 CASES = sorted(set(OPS) | set(OPS_TT))
 

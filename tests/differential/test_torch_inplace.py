@@ -60,6 +60,18 @@ def _mask_values(vshape, data):
     return ()
 
 
+def _rows(vshape, data):  # one source row per entry of cs[0] (the rows index)
+    return (2 if vshape[0] > 1 else 1,) + tuple(vshape[1:])
+
+
+def _one_row(vshape, data):
+    return (1,) + tuple(vshape[1:])
+
+
+def _to_rows(L, v, k, row):  # a scatter index of v's axes: k rows, all pointing at ``row``
+    return L.const(np.full((k,) + tuple(v.shape[1:]), row, np.int64))
+
+
 OPS = {
     "add_": (_same, lambda L, v, b, cs: v.add_(b)),
     "add_alpha": (_last, lambda L, v, b, cs: v.add_(b, alpha=2.0)),
@@ -85,10 +97,21 @@ OPS = {
     "index_fill_": (None, lambda L, v, b, cs: v.index_fill_(0, cs[0], 1.5)),
     "lerp_": (_same, lambda L, v, b, cs: v.lerp_(b, 0.3)),
     "pow_": (None, lambda L, v, b, cs: v.pow_(2)),
+    "div_floor": (_same, lambda L, v, b, cs: v.div_(b, rounding_mode="floor")),
+    "addcmul_": (_same, lambda L, v, b, cs: v.addcmul_(b, b * 3, value=0.5)),
+    "addcdiv_": (_same, lambda L, v, b, cs: v.addcdiv_(b * 2, b * b, value=0.5)),
+    "scatter_": (_one_row, lambda L, v, b, cs: v.scatter_(0, _to_rows(L, v, 1, v.shape[0] - 1),
+                                                          b)),
+    "scatter_value": (None, lambda L, v, b, cs: v.scatter_(0, _to_rows(L, v, 1, 0), 1.5)),
+    "scatter_add_": (_rows, lambda L, v, b, cs: v.scatter_add_(0, _to_rows(L, v, len(cs[0]), 0),
+                                                               b)),
+    "index_add_": (_rows, lambda L, v, b, cs: v.index_add_(0, cs[0], b, alpha=2)),
+    "index_copy_": (_rows, lambda L, v, b, cs: v.index_copy_(0, cs[0], b)),
     **{name: (None, lambda L, v, b, cs, name=name, args=args: getattr(v, name)(*args))
        for name, args in (("abs_", ()), ("sqrt_", ()), ("exp_", ()), ("log_", ()),
                           ("relu_", ()), ("sigmoid_", ()), ("tanh_", ()), ("neg_", ()),
-                          ("clamp_min_", (0.5,)), ("clamp_max_", (-0.5,)))},
+                          ("clamp_min_", (0.5,)), ("clamp_max_", (-0.5,)), ("floor_", ()),
+                          ("ceil_", ()), ("trunc_", ()), ("round_", ()))},
 }
 DTYPES = ("float64", "float32", "int64")
 
@@ -116,7 +139,8 @@ def _params():
 def test_inplace_matches_torch(op, view, dtype, data):
     operand, write = OPS[op]
     vshape = _np_view(view).shape
-    lo, hi = (0.5, 2.0) if op in ("div_", "__itruediv__") else (-3.0, 3.0)
+    lo, hi = (0.5, 2.0) if op in ("div_", "__itruediv__", "div_floor", "addcdiv_") else (
+        -3.0, 3.0)
     x = D.array(data, dtype, SHAPE, kinks=(-0.5, 0.5))
     leaves = [x]
     if operand is not None:

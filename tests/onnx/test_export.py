@@ -290,6 +290,12 @@ def test_unary_math_on_positive_inputs():
     check(Lambda(fn, w=np.full(4, 0.8)), (2, 4), low=0.1)
 
 
+def test_inverse_trigonometry():
+    def fn(x, m):
+        return ops.asin(x * 0.5) + ops.acos(x * 0.3) + ops.atan(x * 3.0)
+    check(Lambda(fn), (2, 4))
+
+
 def test_in_place_update_in_forward():
     def fn(x, m):
         y = x * 2
@@ -592,7 +598,8 @@ UNMAPPED = {"ScatterAdd", "SetItem", "CrossEntropy", "NLLLoss", "MSELoss", "Smoo
             "_AvgPoolAdjoint", "ViewWrite", "_NonFinite",
             # one recurrent step (ONNX's RNN/LSTM/GRU take whole sequences, LSTM's gates in
             # another order) and Tensor.unfold's overlapping windows: not exported yet
-            "RNNCell", "LSTMCell", "GRUCell", "Unfold"}
+            "RNNCell", "LSTMCell", "GRUCell", "Unfold",
+            "Atan2"}  # ONNX has no atan2
 
 
 def test_every_op_has_a_mapping_or_a_reason():

@@ -309,6 +309,7 @@ INT_RULES: dict[str, object] = {
     "kl_div": R, "cosine_similarity": R, "normalize": R, "margin_ranking_loss": FB,
     "cosine_embedding_loss": F, "triplet_margin_loss": FB,
     "rnn_cell": FB, "lstm_cell": R, "gru_cell": R, "rnn_layer": R,
+    "asin": F, "acos": F, "atan": F, "atan2": F,
 }
 for _label in ("bilinear 3->7", "bilinear 3->7 align_corners", "bilinear 7->3", "bilinear x2",
                "bilinear x1.5 align_corners", "bilinear x(1.5, 2.5) recomputed"):
@@ -488,6 +489,8 @@ def _torch_ops(torch):
         "margin_ranking_loss": lambda x: nnf.margin_ranking_loss(v(x), v(x), v(x)),
         "cosine_embedding_loss": lambda x: nnf.cosine_embedding_loss(m(x), m(x), torch.ones(4)),
         "triplet_margin_loss": lambda x: nnf.triplet_margin_loss(m(x), m(x), m(x)),
+        "asin": torch.asin, "acos": torch.acos, "atan": torch.atan,
+        "atan2": lambda x: torch.atan2(x, x),
         "rnn_cell": lambda x: torch.rnn_tanh_cell(m(x), m(x), m(x), m(x)),
         "lstm_cell": lambda x: torch.lstm_cell(m(x), (m(x), m(x)), *[torch.ones(
             (16, 4), dtype=x.dtype)] * 2),

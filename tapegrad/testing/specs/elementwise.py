@@ -68,6 +68,11 @@ SPECS = [
 SPECS += [
     OpSpec("sin", ops.sin, _any((2, 3)), reference=np.sin),
     OpSpec("cos", ops.cos, _any((2, 3)), reference=np.cos),
+    OpSpec("asin", ops.asin, lambda r: [r.uniform(-0.9, 0.9, (2, 3))], reference=np.arcsin),
+    OpSpec("acos", ops.acos, lambda r: [r.uniform(-0.9, 0.9, (2, 3))], reference=np.arccos),
+    OpSpec("atan", ops.atan, _any((2, 3)), reference=np.arctan),
+    OpSpec("atan2", ops.atan2, lambda r: [r.normal(size=(2, 3)), r.normal(size=(3,)) + 2.0],
+           "broadcast", reference=np.arctan2),
     OpSpec("erf", ops.erf, lambda r: [r.uniform(-3.0, 3.0, (3, 4))],
            reference=np.vectorize(math.erf, otypes=[float])),
 ]
