@@ -80,6 +80,11 @@ class RNNCell(Function):
         return (d if nx else None, *_weight_grads(d, h, w, nh, nw, nb), None)
 
 
+_LSTM_HALF = ((0.5,), (0.5,), (1.0,), (0.5,))  # per gate (i, f, g, o), broadcast over H
+_LSTM_SHIFT = ((0.5,), (0.5,), (0.0,), (0.5,))
+_LSTM_TANH = ((0.0,), (0.0,), (1.0,), (0.0,))
+
+
 class LSTMCell(Function):
     """``(h', c')`` of one LSTM step from ``xw`` (B, 4H), ``h`` (B, Hin), ``c`` (B, H)."""
 
@@ -92,9 +97,14 @@ class LSTMCell(Function):
         n = c.shape[1]
         a = _recurrent(h, w, b, w_t)  # (B, 4H) pre-activations, then activations
         a += xw
-        _sigmoid_(xp, a[:, :2 * n])
-        xp.tanh(a[:, 2 * n:3 * n], out=a[:, 2 * n:3 * n])
-        _sigmoid_(xp, a[:, 3 * n:])
+        # the four gates in one tanh over the contiguous array (on column slices NumPy's
+        # tanh is ~4x slower): sigmoid(v) = 0.5 tanh(v / 2) + 0.5 for i, f, o
+        half = xp.asarray(_LSTM_HALF, a.dtype)  # (4, 1): 0.5, 0.5, 1, 0.5
+        gates = a.reshape(a.shape[0], 4, n)  # (B, 4H) -> (B, 4, H)
+        gates *= half
+        xp.tanh(a, out=a)
+        gates *= half
+        gates += xp.asarray(_LSTM_SHIFT, a.dtype)
         i, f, gg, o = a[:, :n], a[:, n:2 * n], a[:, 2 * n:3 * n], a[:, 3 * n:]
         c2 = f * c
         c2 += i * gg
@@ -108,22 +118,23 @@ class LSTMCell(Function):
         xw, h, c, w, b, a, c2 = ctx.saved_tensors
         if ctx._graph:
             return _lstm_graph(ctx, xw, h, c, w, b, gh, gc)
-        n = c.shape[1]
+        xp, n = ctx.xp, c.shape[1]
         i, f, gg, o = a[:, :n], a[:, n:2 * n], a[:, 2 * n:3 * n], a[:, 3 * n:]
-        tc = ctx.xp.tanh(c2)
+        tc = xp.tanh(c2)
+        up = xp.empty_like(a)  # the upstream of each gate's activation
+        ups = up.reshape(a.shape[0], 4, n)  # (B, 4H) -> (B, 4, H)
+        xp.multiply(gh, o, out=ups[:, 3])
         dc = 1 - tc * tc  # dc' = gh * o * (1 - tanh(c')^2) + gc
-        dc *= o
-        dc *= gh
+        dc *= ups[:, 3]
         dc += gc
-        d = a * a  # local derivatives: sigmoid a - a^2, tanh 1 - a^2
-        ctx.xp.subtract(a, d, out=d)
-        dg = d[:, 2 * n:3 * n]
-        ctx.xp.subtract(1, gg * gg, out=dg)
-        d[:, :n] *= gg  # times the upstream of each gate
-        d[:, n:2 * n] *= c
-        dg *= i
-        d.reshape(d.shape[0], 4, n)[:, :3] *= dc[:, None]  # (B, 4H) -> (B, 4, H)
-        d[:, 3 * n:] *= gh * tc
+        xp.multiply(dc, gg, out=ups[:, 0])
+        xp.multiply(dc, c, out=ups[:, 1])
+        xp.multiply(dc, i, out=ups[:, 2])
+        xp.multiply(gh, tc, out=ups[:, 3])
+        # local derivatives: sigmoid a (1 - a), tanh (1 + a)(1 - a), in full-array passes
+        d = (a.reshape(ups.shape) + xp.asarray(_LSTM_TANH, a.dtype)).reshape(a.shape)
+        d *= 1 - a
+        d *= up
         nx, nh, nc, nw, nb = ctx.needs_input_grad
         gh_prev, gw, gb = _weight_grads(d, h, w, nh, nw, nb)
         return (d if nx else None), gh_prev, (dc * f if nc else None), gw, gb
