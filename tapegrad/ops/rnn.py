@@ -53,6 +53,21 @@ def _weight_grads(d, h, w, nh, nw, nb):
     return gh, gw, gb
 
 
+def _rnn_step(xp, xw, h, w, b, w_t, nonlinearity):
+    out = _recurrent(h, w, b, w_t)
+    out += xw
+    if nonlinearity == "tanh":
+        xp.tanh(out, out=out)
+    else:
+        xp.maximum(out, 0, out=out)
+    return out
+
+
+def _rnn_step_vjp(out, g, nonlinearity):
+    """d(pre-activation): d tanh = 1 - out^2; d relu = [out > 0] (PyTorch's mask)."""
+    return g * (1 - out * out) if nonlinearity == "tanh" else g * (out > 0)
+
+
 class RNNCell(Function):
     """``h' = act(xw + h @ W_hh^T + b_hh)``, act tanh or relu; vjp from the output."""
 
@@ -61,12 +76,7 @@ class RNNCell(Function):
 
     @staticmethod
     def forward(ctx, xw, h, w, b, nonlinearity, w_t=None):
-        out = _recurrent(h, w, b, w_t)
-        out += xw
-        if nonlinearity == "tanh":
-            ctx.xp.tanh(out, out=out)
-        else:
-            ctx.xp.maximum(out, 0, out=out)
+        out = _rnn_step(ctx.xp, xw, h, w, b, w_t, nonlinearity)
         ctx.nonlinearity = nonlinearity
         ctx.save_for_backward(h, w, out)
         return out
@@ -74,8 +84,7 @@ class RNNCell(Function):
     @staticmethod
     def backward(ctx, g):
         h, w, out = ctx.saved_tensors
-        # d tanh = 1 - out^2; d relu = [out > 0] (PyTorch's mask)
-        d = g * (1 - out * out) if ctx.nonlinearity == "tanh" else g * (out > 0)
+        d = _rnn_step_vjp(out, g, ctx.nonlinearity)
         nx, nh, nw, nb, _ = ctx.needs_input_grad
         return (d if nx else None, *_weight_grads(d, h, w, nh, nw, nb), None)
 
@@ -83,6 +92,52 @@ class RNNCell(Function):
 _LSTM_HALF = ((0.5,), (0.5,), (1.0,), (0.5,))  # per gate (i, f, g, o), broadcast over H
 _LSTM_SHIFT = ((0.5,), (0.5,), (0.0,), (0.5,))
 _LSTM_TANH = ((0.0,), (0.0,), (1.0,), (0.0,))
+
+
+def _lstm_step(xp, xw, h, c, w, b, w_t):
+    """One step on raw arrays: (gate activations a (B, 4H), c', h')."""
+    n = c.shape[1]
+    a = _recurrent(h, w, b, w_t)  # (B, 4H) pre-activations, then activations
+    a += xw
+    # the four gates in one tanh over the contiguous array (on column slices NumPy's
+    # tanh is ~4x slower): sigmoid(v) = 0.5 tanh(v / 2) + 0.5 for i, f, o
+    half = xp.asarray(_LSTM_HALF, a.dtype)  # (4, 1): 0.5, 0.5, 1, 0.5
+    gates = a.reshape(a.shape[0], 4, n)  # (B, 4H) -> (B, 4, H)
+    gates *= half
+    xp.tanh(a, out=a)
+    gates *= half
+    gates += xp.asarray(_LSTM_SHIFT, a.dtype)
+    i, f, gg, o = a[:, :n], a[:, n:2 * n], a[:, 2 * n:3 * n], a[:, 3 * n:]
+    c2 = f * c
+    c2 += i * gg
+    h2 = xp.tanh(c2)
+    h2 *= o
+    return a, c2, h2
+
+
+def _lstm_step_vjp(xp, a, c, c2, gh, gc):
+    """(d of the pre-activations (B, 4H), d of c) from the step's a, c, c' and the
+    gradients of h' and c' (gc may be None)."""
+    n = c.shape[1]
+    i, f, gg, o = a[:, :n], a[:, n:2 * n], a[:, 2 * n:3 * n], a[:, 3 * n:]
+    tc = xp.tanh(c2)
+    up = xp.empty_like(a)  # the upstream of each gate's activation
+    ups = up.reshape(a.shape[0], 4, n)  # (B, 4H) -> (B, 4, H)
+    xp.multiply(gh, o, out=ups[:, 3])
+    dc = 1 - tc * tc  # dc' = gh * o * (1 - tanh(c')^2) + gc
+    dc *= ups[:, 3]
+    if gc is not None:
+        dc += gc
+    xp.multiply(dc, gg, out=ups[:, 0])
+    xp.multiply(dc, c, out=ups[:, 1])
+    xp.multiply(dc, i, out=ups[:, 2])
+    xp.multiply(gh, tc, out=ups[:, 3])
+    # local derivatives: sigmoid a (1 - a), tanh (1 + a)(1 - a), in full-array passes
+    d = (a.reshape(ups.shape) + xp.asarray(_LSTM_TANH, a.dtype)).reshape(a.shape)
+    d *= 1 - a
+    d *= up
+    dc *= f
+    return d, dc
 
 
 class LSTMCell(Function):
@@ -93,23 +148,7 @@ class LSTMCell(Function):
 
     @staticmethod
     def forward(ctx, xw, h, c, w, b, w_t=None):
-        xp = ctx.xp
-        n = c.shape[1]
-        a = _recurrent(h, w, b, w_t)  # (B, 4H) pre-activations, then activations
-        a += xw
-        # the four gates in one tanh over the contiguous array (on column slices NumPy's
-        # tanh is ~4x slower): sigmoid(v) = 0.5 tanh(v / 2) + 0.5 for i, f, o
-        half = xp.asarray(_LSTM_HALF, a.dtype)  # (4, 1): 0.5, 0.5, 1, 0.5
-        gates = a.reshape(a.shape[0], 4, n)  # (B, 4H) -> (B, 4, H)
-        gates *= half
-        xp.tanh(a, out=a)
-        gates *= half
-        gates += xp.asarray(_LSTM_SHIFT, a.dtype)
-        i, f, gg, o = a[:, :n], a[:, n:2 * n], a[:, 2 * n:3 * n], a[:, 3 * n:]
-        c2 = f * c
-        c2 += i * gg
-        h2 = xp.tanh(c2)
-        h2 *= o
+        a, c2, h2 = _lstm_step(ctx.xp, xw, h, c, w, b, w_t)
         ctx.save_for_backward(xw, h, c, w, b, a, c2)  # xw and b for create_graph only
         return h2, c2
 
@@ -118,26 +157,10 @@ class LSTMCell(Function):
         xw, h, c, w, b, a, c2 = ctx.saved_tensors
         if ctx._graph:
             return _lstm_graph(ctx, xw, h, c, w, b, gh, gc)
-        xp, n = ctx.xp, c.shape[1]
-        i, f, gg, o = a[:, :n], a[:, n:2 * n], a[:, 2 * n:3 * n], a[:, 3 * n:]
-        tc = xp.tanh(c2)
-        up = xp.empty_like(a)  # the upstream of each gate's activation
-        ups = up.reshape(a.shape[0], 4, n)  # (B, 4H) -> (B, 4, H)
-        xp.multiply(gh, o, out=ups[:, 3])
-        dc = 1 - tc * tc  # dc' = gh * o * (1 - tanh(c')^2) + gc
-        dc *= ups[:, 3]
-        dc += gc
-        xp.multiply(dc, gg, out=ups[:, 0])
-        xp.multiply(dc, c, out=ups[:, 1])
-        xp.multiply(dc, i, out=ups[:, 2])
-        xp.multiply(gh, tc, out=ups[:, 3])
-        # local derivatives: sigmoid a (1 - a), tanh (1 + a)(1 - a), in full-array passes
-        d = (a.reshape(ups.shape) + xp.asarray(_LSTM_TANH, a.dtype)).reshape(a.shape)
-        d *= 1 - a
-        d *= up
+        d, dc = _lstm_step_vjp(ctx.xp, a, c, c2, gh, gc)
         nx, nh, nc, nw, nb = ctx.needs_input_grad
         gh_prev, gw, gb = _weight_grads(d, h, w, nh, nw, nb)
-        return (d if nx else None), gh_prev, (dc * f if nc else None), gw, gb
+        return (d if nx else None), gh_prev, (dc if nc else None), gw, gb
 
 
 def _lstm_graph(ctx, xw, h, c, w, b, gh, gc):
@@ -163,19 +186,7 @@ class GRUCell(Function):
 
     @staticmethod
     def forward(ctx, xw, h, w, b, w_t=None):
-        xp = ctx.xp
-        n = h.shape[1]
-        hw = _recurrent(h, w, b, w_t)  # (B, 3H): h @ W_hh^T + b_hh
-        a = xw[:, :2 * n] + hw[:, :2 * n]  # (B, 2H): r, z
-        _sigmoid_(xp, a)
-        r, z = a[:, :n], a[:, n:]
-        hn = hw[:, 2 * n:]
-        new = r * hn
-        new += xw[:, 2 * n:]
-        xp.tanh(new, out=new)
-        h2 = h - new  # h' = (1 - z) n + z h = n + z (h - n)
-        h2 *= z
-        h2 += new
+        a, new, hn, h2 = _gru_step(ctx.xp, xw, h, w, b, w_t)
         ctx.save_for_backward(xw, h, w, b, a, new, hn)  # xw and b for create_graph only
         return h2
 
@@ -184,26 +195,49 @@ class GRUCell(Function):
         xw, h, w, b, a, new, hn = ctx.saved_tensors
         if ctx._graph:
             return _gru_graph(ctx, xw, h, w, b, g)
-        n = h.shape[1]
-        r, z = a[:, :n], a[:, n:]
-        d = ctx.xp.empty((g.shape[0], 3 * n), g.dtype)  # d(xw): r, z, n pre-activations
-        dn = d[:, 2 * n:]
-        ctx.xp.multiply(new, new, out=dn)
-        ctx.xp.subtract(1, dn, out=dn)
-        dn *= 1 - z
-        dn *= g
-        ctx.xp.multiply(dn, hn, out=d[:, :n])
-        d[:, :n] *= r - r * r
-        ctx.xp.subtract(h, new, out=d[:, n:2 * n])
-        d[:, n:2 * n] *= z - z * z
-        d[:, n:2 * n] *= g
-        dhw = d.copy()  # d(h @ W^T + b): the n part passes through r
-        dhw[:, 2 * n:] *= r
+        d, dhw, direct = _gru_step_vjp(ctx.xp, h, a, new, hn, g)
         nx, nh, nw, nb = ctx.needs_input_grad
         gh, gw, gb = _weight_grads(dhw, h, w, nh, nw, nb)
         if gh is not None:
-            gh += g * z
+            gh += direct
         return (d if nx else None), gh, gw, gb
+
+
+def _gru_step(xp, xw, h, w, b, w_t):
+    """One step on raw arrays: (r and z (B, 2H), n, h @ W_hn^T + b_hn, h')."""
+    n = h.shape[1]
+    hw = _recurrent(h, w, b, w_t)  # (B, 3H): h @ W_hh^T + b_hh
+    a = xw[:, :2 * n] + hw[:, :2 * n]  # (B, 2H): r, z
+    _sigmoid_(xp, a)
+    r, z = a[:, :n], a[:, n:]
+    hn = hw[:, 2 * n:]
+    new = r * hn
+    new += xw[:, 2 * n:]
+    xp.tanh(new, out=new)
+    h2 = h - new  # h' = (1 - z) n + z h = n + z (h - n)
+    h2 *= z
+    h2 += new
+    return a, new, hn, h2
+
+
+def _gru_step_vjp(xp, h, a, new, hn, g):
+    """(d of xw (B, 3H), d of h @ W^T + b (B, 3H), the direct part of d h: g z)."""
+    n = h.shape[1]
+    r, z = a[:, :n], a[:, n:]
+    d = xp.empty((g.shape[0], 3 * n), g.dtype)  # d(xw): r, z, n pre-activations
+    dn = d[:, 2 * n:]
+    xp.multiply(new, new, out=dn)
+    xp.subtract(1, dn, out=dn)
+    dn *= 1 - z
+    dn *= g
+    xp.multiply(dn, hn, out=d[:, :n])
+    d[:, :n] *= r - r * r
+    xp.subtract(h, new, out=d[:, n:2 * n])
+    d[:, n:2 * n] *= z - z * z
+    d[:, n:2 * n] *= g
+    dhw = d.copy()  # d(h @ W^T + b): the n part passes through r
+    dhw[:, 2 * n:] *= r
+    return d, dhw, g * z
 
 
 def _gru_graph(ctx, xw, h, w, b, g):
