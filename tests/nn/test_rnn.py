@@ -94,6 +94,36 @@ def test_packed_equals_padded_per_sequence():
         np.testing.assert_allclose(c.numpy()[:, i], c1.numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("mode", ["lstm", "gru", "rnn_tanh", "rnn_relu"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_whole_sequence_op_equals_the_step_cells_to_second_order(mode, reverse):
+    """A padded sequence runs as one op (ops.rnn.Sequence); packed data with equal
+    lengths runs the per-step cells: values, gradients and a Hessian-vector product
+    agree."""
+    r = _rng(5)
+    g = {"lstm": 4, "gru": 3}.get(mode, 1)
+    t, b, i, h = 4, 3, 2, 3
+    arrays = [r.standard_normal(s) for s in ((t, b, i), (b, h), (b, h), (g * h, i), (g * h, h),
+                                             (g * h,), (g * h,))]
+    v = [r.standard_normal(s) for s in ((t, b, i), (g * h, h))]
+    results = []
+    for packed in (False, True):
+        x, h0, c0, w_ih, w_hh, b_ih, b_hh = (tg.tensor(a, requires_grad=True) for a in arrays)
+        xin = x.reshape(t * b, i) if packed else x
+        hx = (h0, c0) if mode == "lstm" else h0
+        out, hn = tg.ops.rnn_layer(xin, hx, w_ih, w_hh, b_ih, b_hh, mode=mode, reverse=reverse,
+                                   batch_sizes=(b,) * t if packed else None)
+        hn = hn[0] if mode == "lstm" else hn
+        loss = (out.reshape(t, b, h) ** 2).sum() + (hn * hn).sum()
+        gx, gw = tg.grad(loss, [x, w_hh], create_graph=True)
+        hv = tg.grad((gx * tg.tensor(v[0])).sum() + (gw * tg.tensor(v[1])).sum(),
+                     [x, h0, w_hh, b_hh])
+        results.append([out.numpy().reshape(t, b, h), gx.numpy(), gw.numpy()] +
+                       [a.numpy() for a in hv])
+    for a, p in zip(*results):
+        np.testing.assert_allclose(a, p, rtol=1e-11, atol=1e-12)
+
+
 def test_eval_ignores_dropout_and_train_applies_it():
     tg.manual_seed(0)
     m = nn.GRU(3, 8, num_layers=2, dropout=0.5).double()
