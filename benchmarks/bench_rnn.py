@@ -26,7 +26,7 @@ LAYERS = [
     ("LSTM T35 B20 200->200 bi", "LSTM", 35, 20, 200, 200, 1, True),
     ("GRU T35 B20 200->200 x2", "GRU", 35, 20, 200, 200, 2, False),
     ("RNN T100 B32 64->128", "RNN", 100, 32, 64, 128, 1, False),
-    ("LSTM T50 B64 28->128 (mnist_rnn)", "LSTM", 28, 64, 28, 128, 1, False),
+    ("LSTM T28 B64 28->128 (mnist_rnn)", "LSTM", 28, 64, 28, 128, 1, False),
 ]
 
 
