@@ -1,6 +1,6 @@
 """Does splitting a conv across our own threads beat OpenBLAS's threading?
 
-The experiment of issue 11 (see DESIGN.md, "Performance notes"): persistent
+The experiment of issue 11 (see docs/performance.md): persistent
 workers, one per core (the calling thread is one of them), a SimpleQueue
 handoff, and conv2d's forward and backward split by batch halves with
 im2col + GEMM (+ col2im) inside each worker. Weight-gradient partial

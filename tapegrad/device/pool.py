@@ -24,7 +24,7 @@ samples, ``normalization._by_samples``). On the Xeon measured, a pass over a
 4 MB array split by rows takes 0.6-0.7x the time of one call (a subtract into a
 buffer 0.45 -> 0.29 ms, a per-row BLAS sum 0.21 -> 0.13 ms); an earlier session
 measured the per-row sums slower with two callers (104 -> 243 us per 1M floats)
-and batch norm split by images no faster (DESIGN.md), so passes that only move
+and batch norm split by images no faster (docs/performance.md), so passes that only move
 memory may gain little on some machines.
 
 Determinism: a chunk computes exactly what the single path computes for its

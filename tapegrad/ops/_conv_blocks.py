@@ -15,7 +15,7 @@ while the buffer is in cache:
   summed over images after the join, in order, as ``_conv_columns.weight_sum`` does
 
 ``xh`` is what the tape saves for the weight gradient, 1/(kh*kw) of the columns.
-Why (DESIGN.md): OpenBLAS's SkylakeX SGEMM runs ``cols @ W^T`` 1.4x faster than
+Why (docs/performance.md): OpenBLAS's SkylakeX SGEMM runs ``cols @ W^T`` 1.4x faster than
 ``W @ cols`` on these shapes; reading the columns back from cache rather than
 from memory makes both GEMMs faster than with the columns saved, even with the
 im2col copy made twice; and the NCHW im2col copies rows of Wo values, where

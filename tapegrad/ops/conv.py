@@ -34,13 +34,13 @@ goes channels-last instead (:mod:`._conv_blocks`): its columns, each output
 pixel's patch a row, are made block by block of output rows from a padded NHWC
 copy of the input and used while in cache, never written whole; the forward is
 ``cols @ W^T`` and the NHWC copy is what the tape saves. The large 3x3 layers
-run 1.2-1.3x faster that way (DESIGN.md).
+run 1.2-1.3x faster that way (docs/performance.md).
 
 A pointwise conv (1x1 kernel, stride 1, no padding; ``_conv_columns.Geom.pointwise``) makes
 no columns at all: x viewed as ``(N, G, Cg, H*W)`` is its own columns, the tape
 saves x itself (so an in-place change of x before backward is refused, as in
 PyTorch), and the input gradient is one GEMM per image straight into NCHW, no
-col2im: 1.1-2x faster than through the columns (DESIGN.md).
+col2im: 1.1-2x faster than through the columns (docs/performance.md).
 
 The column array (channels-last: the NHWC copy) is saved for the weight
 gradient (no second im2col in backward), the weight only when the input
