@@ -261,3 +261,28 @@ def test_peak_when_the_last_vjp_makes_new_leaf_grads(segment):
     rep, peak = _measured_peak(
         lambda: ((checkpoint(block, x) if segment else block(x)) * 2).sum())
     assert abs(rep.predicted_peak - peak) <= 0.05 * peak, (rep.predicted_peak, peak)
+
+
+def test_each_entry_frees_its_saved_arrays_right_after_its_vjp():
+    """Not at the end of backward: an entry's saved arrays are released as soon as its
+    own vjp has run, while entries earlier on the tape still hold theirs."""
+    seen = {}
+
+    class Spy(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.copy()
+
+        @staticmethod
+        def backward(ctx, g):
+            seen["after"] = after.grad_fn.saved       # ran just before this vjp
+            seen["before"] = before.grad_fn.saved     # runs after it
+            return g
+
+    x = tg.tensor(np.linspace(-1, 1, 12).reshape(3, 4), requires_grad=True)
+    before = tg.ops.tanh(x)                           # saves its output
+    after = tg.ops.sigmoid(Spy.apply(before))         # saves its output
+    (after * 2.0).sum().backward()
+    assert seen["after"] is None
+    assert seen["before"] is not None and len(seen["before"]) > 0
+    assert before.grad_fn.saved is None               # and released in turn
