@@ -338,6 +338,15 @@ class Sequence(Function):
                 gw, gb, None, None)
 
 
+def _cell(mode, xw, h, c, w, b, w_t=None):
+    """One recorded step of ``mode``: ``(h', c')``, c' None but for an LSTM."""
+    if mode == "lstm":
+        return LSTMCell.apply(xw, h, c, w, b, w_t=w_t)
+    if mode == "gru":
+        return GRUCell.apply(xw, h, w, b, w_t=w_t), None
+    return RNNCell.apply(xw, h, w, b, mode[4:], w_t=w_t), None
+
+
 def _order(steps, reverse):
     return range(steps - 1, -1, -1) if reverse else range(steps)
 
@@ -354,14 +363,9 @@ def _sequence_graph(ctx, xw, h0, c0, w, b, g_out, g_h, g_c):
     fwd = _order(xw.shape[0], ctx.reverse)
     hs, cs = [h0], [c0]
     for t in fwd:
-        if mode == "lstm":
-            h, c = LSTMCell.apply(xw[t], hs[-1], cs[-1], w, b)
-            cs.append(c)
-        elif mode == "gru":
-            h = GRUCell.apply(xw[t], hs[-1], w, b)
-        else:
-            h = RNNCell.apply(xw[t], hs[-1], w, b, mode[4:])
+        h, c = _cell(mode, xw[t], hs[-1], cs[-1], w, b)
         hs.append(h)
+        cs.append(c)
     dxs, gw, gb, dh, dc = [None] * len(fwd), None, None, g_h, g_c
     for k in range(len(fwd) - 1, -1, -1):
         t = fwd[k]
@@ -372,8 +376,7 @@ def _sequence_graph(ctx, xw, h0, c0, w, b, g_out, g_h, g_c):
         elif mode == "gru":
             dxs[t], dh, dw, db = _gru_graph(_Needs(True, True, nw, nb), xw[t], hs[k], w, b, gh)
         else:
-            out = hs[k + 1]
-            d = gh * (1 - out * out) if mode == "rnn_tanh" else gh * (out > 0)
+            d = _rnn_step_vjp(hs[k + 1], gh, mode[4:])
             dxs[t], dh = d, linalg.matmul(d, w)
             dw = linalg.matmul(d.T, hs[k]) if nw else None
             db = reduction.sum(d, axis=0) if nb else None
@@ -544,7 +547,7 @@ def rnn_layer(x, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None, *, mode="
     ends_h, ends_c = [], []
     rows = sizes[-1] if reverse else batch
     h, c = (h0, c0) if rows == batch else (h0[:rows], c0[:rows] if lstm else None)
-    for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+    for t in _order(steps, reverse):
         b = sizes[t]
         if b < rows:  # forward: sequences rows b.. ended at step t - 1
             ends_h.append(h[b:])
@@ -557,14 +560,9 @@ def rnn_layer(x, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None, *, mode="
             if lstm:
                 c = shape.concatenate([c, c0[rows:b]])
         rows = b
-        if lstm:
-            h, c = LSTMCell.apply(xs[t], h, c, weight_hh, bias_hh, w_t=w_t)
-            if weight_hr is not None:
-                h = linalg.linear(h, weight_hr)
-        elif mode == "gru":
-            h = GRUCell.apply(xs[t], h, weight_hh, bias_hh, w_t=w_t)
-        else:
-            h = RNNCell.apply(xs[t], h, weight_hh, bias_hh, mode[4:], w_t=w_t)
+        h, c = _cell(mode, xs[t], h, c, weight_hh, bias_hh, w_t)
+        if weight_hr is not None:
+            h = linalg.linear(h, weight_hr)
         outs[t] = h
     out = shape.stack(outs) if batch_sizes is None else shape.concatenate(outs)
     if ends_h:  # rows in order: the longest sequences first
