@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 import operator
 import warnings
 
@@ -160,6 +161,22 @@ def _as_int(v):
         return operator.index(v)
     except TypeError:
         return None
+
+
+def is_int(v) -> bool:
+    """An integer (a NumPy one too), never a bool nor a float."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
+def int_at_least(op: str, name: str, value, minimum: int) -> int:
+    """``value`` as an int of at least ``minimum``, else ArgumentError naming ``op``
+    and ``name`` (a size, an iteration count, a number of groups).
+
+    >>> int_at_least("LBFGS", "max_iter", 20, 1)   # 20
+    """
+    if not is_int(value) or value < minimum:
+        raise ArgumentError(f"{op}: {name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
 
 
 def pair(value, name: str, op: str, minimum: int = 1) -> tuple[int, int]:

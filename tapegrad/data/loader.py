@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 
+from ..args import is_int
 from ..device import cpu, device_of_array, get_device
 from ..errors import ArgumentError, ArgumentTypeError
 from ..tensor import Tensor, _wrap
@@ -17,7 +18,6 @@ from .sampler import (
     SequentialSampler,
     _check_generator,
     _EpochSeededSampler,
-    _is_int,
 )
 
 __all__ = ["DataLoader", "collate", "default_collate", "default_convert", "get_worker_info"]
@@ -79,7 +79,7 @@ class DataLoader:
                  pin_memory_device: str = "", in_order: bool = True):
         _check_workers(num_workers, timeout, prefetch_factor, persistent_workers,
                        multiprocessing_context)
-        if batch_size is not None and (not _is_int(batch_size) or batch_size < 1):
+        if batch_size is not None and (not is_int(batch_size) or batch_size < 1):
             raise ArgumentError(f"DataLoader: batch_size must be a positive int, or None for "
                                 f"unbatched samples, got {batch_size!r}")
         if collate_fn is not None and not callable(collate_fn):
@@ -246,14 +246,14 @@ class DataLoader:
 
 def _check_workers(num_workers, timeout, prefetch_factor, persistent_workers, context):
     """PyTorch's checks of its worker options; with workers they then have no effect."""
-    if not _is_int(num_workers) or num_workers < 0:
+    if not is_int(num_workers) or num_workers < 0:
         raise ArgumentError(f"DataLoader: num_workers must be an int >= 0, got "
                             f"{num_workers!r}")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.number)) \
             or not timeout >= 0:
         raise ArgumentError(f"DataLoader: timeout must be a number of seconds >= 0, got "
                             f"{timeout!r}")
-    if prefetch_factor is not None and (not _is_int(prefetch_factor) or prefetch_factor < 0):
+    if prefetch_factor is not None and (not is_int(prefetch_factor) or prefetch_factor < 0):
         raise ArgumentError(f"DataLoader: prefetch_factor must be an int >= 0 or None, got "
                             f"{prefetch_factor!r}")
     if num_workers == 0:

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from ..args import is_int
 from ..device import cpu, to_host
 from ..errors import ArgumentError, ArgumentTypeError, ShapeError
 from ..random import get_generator
@@ -43,10 +44,6 @@ def _generator(generator, who: str) -> np.random.Generator:
     """``generator`` itself, or tapegrad's global CPU generator when it is None."""
     _check_generator(generator, who)
     return get_generator(cpu) if generator is None else generator
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 class Sampler:
@@ -93,7 +90,7 @@ class RandomSampler(Sampler):
         self.replacement = replacement
         self._num_samples = num_samples
         self.generator = generator
-        if not _is_int(self.num_samples) or self.num_samples <= 0:
+        if not is_int(self.num_samples) or self.num_samples <= 0:
             raise ArgumentError(f"RandomSampler: num_samples must be a positive int, got "
                                 f"{self.num_samples!r}" + (" (the dataset is empty)"
                                                            if num_samples is None else ""))
@@ -169,7 +166,7 @@ class WeightedRandomSampler(Sampler):
     """
 
     def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None):
-        if not _is_int(num_samples) or num_samples <= 0:
+        if not is_int(num_samples) or num_samples <= 0:
             raise ArgumentError(f"WeightedRandomSampler: num_samples must be a positive int, "
                                 f"got {num_samples!r}")
         if not isinstance(replacement, bool):
@@ -212,7 +209,7 @@ class BatchSampler(Sampler):
     """
 
     def __init__(self, sampler, batch_size: int, drop_last: bool):
-        if not _is_int(batch_size) or batch_size <= 0:
+        if not is_int(batch_size) or batch_size <= 0:
             raise ArgumentError(f"BatchSampler: batch_size must be a positive int, got "
                                 f"{batch_size!r}")
         if not isinstance(drop_last, (bool, np.bool_)):

@@ -18,6 +18,7 @@ import numbers
 
 import numpy as np
 
+from ..args import int_at_least
 from ..device import get_array_module
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError, describe
 from ..random import get_generator
@@ -182,8 +183,7 @@ def dirac_(tensor, groups: int = 1):
     if len(shape) not in (3, 4, 5):
         raise ShapeError(f"dirac_: Only tensors with 3, 4, or 5 dimensions are supported, got "
                          f"{describe(tensor)}")
-    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
-        raise ArgumentError(f"dirac_: groups must be an int >= 1, got {groups!r}")
+    groups = int_at_least("dirac_", "groups", groups, 1)
     if shape[0] % groups:
         raise ArgumentError(f"dirac_: dim 0 must be divisible by groups: {shape[0]} output "
                             f"channels of {describe(tensor)} in {groups} groups")

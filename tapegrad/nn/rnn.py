@@ -12,6 +12,7 @@ import numbers
 import warnings
 
 from .. import ops
+from ..args import int_at_least, is_int
 from ..creation import zeros
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..tensor import Tensor
@@ -26,11 +27,9 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
 def _positive_int(who, name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_int(value):  # a TypeError, as PyTorch's for a float size
         raise ArgumentTypeError(f"{who}: {name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ArgumentError(f"{who}: {name} must be >= {minimum}, got {value}")
-    return int(value)
+    return int_at_least(who, name, value, minimum)
 
 
 def _check_dtype(who, x, w):

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..args import int_at_least, is_int
 from ..device import get_array_module
 from ..errors import ArgumentError, ArgumentTypeError, DeviceError, describe
 from ..nn.parameter import move_array
@@ -139,10 +140,6 @@ def _strong_wolfe(evaluate, xp, d, t, f, g, gtd, c1=1e-4, c2=0.9, tolerance_chan
     return best.f, best.g, best.t, evals
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
-
-
 def _raw(v):
     return v.array if isinstance(v, Tensor) else v
 
@@ -193,7 +190,7 @@ class LBFGS(Optimizer):
     def __init__(self, params, lr: float = 1, max_iter: int = 20, max_eval: int | None = None,
                  tolerance_grad: float = 1e-7, tolerance_change: float = 1e-9,
                  history_size: int = 100, line_search_fn: str | None = None):
-        if max_eval is None and _is_int(max_iter):
+        if max_eval is None and is_int(max_iter):
             max_eval = max_iter * 5 // 4
         super().__init__(params, dict(lr=lr, max_iter=max_iter, max_eval=max_eval,
                                       tolerance_grad=tolerance_grad,
@@ -217,8 +214,7 @@ class LBFGS(Optimizer):
             raise ArgumentError(f"LBFGS: invalid learning rate lr={g['lr']!r}: it must be "
                                 ">= 0")
         for k in ("max_iter", "max_eval", "history_size"):
-            if not _is_int(g[k]) or g[k] < 1:
-                raise ArgumentError(f"LBFGS: {k} must be an int >= 1, got {g[k]!r}")
+            int_at_least("LBFGS", k, g[k], 1)
         for k in ("tolerance_grad", "tolerance_change"):
             if g[k] < 0:
                 raise ArgumentError(f"LBFGS: {k} must be >= 0, got {g[k]!r}")
@@ -443,7 +439,7 @@ def _as_int(v):
     if getattr(v, "shape", None) == () and getattr(v, "dtype", None) is not None and \
             v.dtype.kind in "iu":
         return int(v)
-    return int(v) if _is_int(v) else None
+    return int(v) if is_int(v) else None
 
 
 def _is_flat(v, n) -> bool:

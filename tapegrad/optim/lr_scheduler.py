@@ -39,6 +39,7 @@ import bisect
 import math
 import numbers
 
+from ..args import int_at_least
 from ..errors import ArgumentError, ArgumentTypeError
 from .optimizer import Optimizer
 
@@ -47,18 +48,12 @@ __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR", "Ex
            "ReduceLROnPlateau", "SequentialLR", "ChainedScheduler"]
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
 def _is_real(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _check_int(name: str, what: str, v, low: int) -> int:
-    if not _is_int(v) or v < low:
-        raise ArgumentError(f"{name}: {what} must be an int >= {low}, got {v!r}")
-    return int(v)
+    return int_at_least(name, what, v, low)
 
 
 def _check_range(name: str, what: str, v, low, high, *, open_low=False, open_high=False):

@@ -7,13 +7,13 @@ from __future__ import annotations
 import bisect
 import math
 
+from ..args import is_int
 from ..errors import ArgumentError, ArgumentTypeError, StateDictError
 from .lr_scheduler import (
     LRScheduler,
     _check_int,
     _check_optimizer,
     _check_range,
-    _is_int,
     _per_group,
 )
 
@@ -192,7 +192,7 @@ class SequentialLR(_Composite):
         if len(milestones) != len(schedulers) - 1:
             raise ArgumentError(f"{name}: expects one milestone fewer than schedulers, got "
                                 f"{len(schedulers)} schedulers and milestones {milestones}")
-        if not all(_is_int(m) and m >= 1 for m in milestones) or milestones != sorted(
+        if not all(is_int(m) and m >= 1 for m in milestones) or milestones != sorted(
                 set(milestones)):
             raise ArgumentError(f"{name}: milestones must be increasing ints >= 1, got "
                                 f"{milestones}")
