@@ -11,7 +11,12 @@ import warnings as _warnings
 
 import numpy as _np
 
-from . import errors, ops, sparse
+from . import (
+    errors,
+    ops,
+    sparse,
+    tensor_methods,  # noqa: F401  (Tensor's methods that record ops join it there)
+)
 from .creation import (
     BoolTensor,
     ByteTensor,
@@ -48,11 +53,12 @@ from .creation import (
 from .device import Device, cupy_available, get_array_module, get_device
 from .device.host_memory import tune_malloc
 from .device.threads import get_num_threads, set_num_threads
+from .engine import backward, grad
 from .printing import set_printoptions
 from .random import Generator, manual_seed
 from .sparse import sparse_coo_tensor, spmm
-from .tape import Function, backward, enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
-from .tensor import Tensor, _bind_operators, get_default_dtype, set_default_dtype, tensor
+from .tape import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .tensor import Tensor, get_default_dtype, set_default_dtype, tensor
 from .torch_functions import (  # torch.max, torch.var, ... with PyTorch's meaning
     acos,
     add,
@@ -149,8 +155,6 @@ from .torch_functions import (  # torch.max, torch.var, ... with PyTorch's meani
     unsqueeze,
     var,
 )
-
-_bind_operators()  # x + y, x * y, ...: the ops they call are complete only now
 
 # torch.device: the Device class, whose missing attributes are the tapegrad.device
 # package's (tapegrad.device.get_device, .cpu, .threads keep working)

@@ -31,6 +31,7 @@ import warnings
 import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError, describe
+from .tensor import Tensor
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -179,6 +180,15 @@ def int_at_least(op: str, name: str, value, minimum: int) -> int:
     return int(value)
 
 
+def size_args(op, sizes):
+    """``f(2, 3)`` or ``f((2, 3))`` -> ``(2, 3)``."""
+    if len(sizes) == 1 and not isinstance(sizes[0], int):
+        sizes = tuple(sizes[0])
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes):
+        raise ArgumentError(f"{op}: sizes must be ints, got {sizes!r}")
+    return tuple(int(s) for s in sizes)
+
+
 def pair(value, name: str, op: str, minimum: int = 1) -> tuple[int, int]:
     """``3`` or ``(3, 2)`` -> ``(3, 3)`` / ``(3, 2)``, each at least ``minimum``.
 
@@ -297,7 +307,6 @@ def normalize_axes(op, shape, axis, ordered=False) -> tuple[int, ...]:
     return tuple(out) if ordered else tuple(sorted(out))
 
 
-# last, as tensor.py imports normalize_axis and raw from here (Tensor is read at call time)
 
 # ---------------------------------------------------------------- PyTorch's names
 
@@ -330,7 +339,3 @@ def torch_names(fn):
         return fn(*args, **kwargs)
 
     return wrapper
-
-
-from .tensor import Tensor  # noqa: E402
-

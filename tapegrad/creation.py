@@ -8,6 +8,7 @@ import numpy as np
 from .device import cpu, get_device
 from .dtypes import as_dtype
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError, describe
+from .ops.elementwise import zero_gradient
 from .random import get_generator
 from .tensor import Tensor, _wrap, get_default_dtype
 
@@ -257,8 +258,6 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 def bernoulli(input, p=None, *, generator=None):
     """1 with probability ``input`` (or the number ``p``), else 0, in input's floating
     dtype; its gradient is 0, as PyTorch's. >>> tapegrad.bernoulli(probs)"""
-    from .torch_functions import _zero_gradient
-
     gen, xp = _sampled("bernoulli", input, generator)
     if input.dtype.kind != "f":
         raise DTypeError(f"bernoulli: expects floating probabilities, got {describe(input)}")
@@ -267,7 +266,7 @@ def bernoulli(input, p=None, *, generator=None):
         raise ArgumentError(f"bernoulli: probabilities must be in [0, 1], got {describe(prob)}")
     out = _wrap((gen.random(tuple(input.shape)) < prob).astype(input.dtype), input.device,
                 None, 0, False)
-    return _zero_gradient(out, input)
+    return zero_gradient(out, input)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
@@ -276,8 +275,6 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     (their broadcast shape and dtype; the gradient to them is 0, as PyTorch's), or
     ``normal(mean, std, size)`` with two numbers (the default dtype).
     >>> tapegrad.normal(0.0, 0.02, (3, 4))"""
-    from .torch_functions import _zero_gradient
-
     tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
     if generator is not None:
         raise ArgumentError("normal: generator= is not supported (tapegrad has one generator "
@@ -306,7 +303,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     shape = np.broadcast_shapes(*(t.shape for t in tensors))
     z = get_generator(first.device).standard_normal(shape)
     out = _wrap((z * s + m).astype(first.dtype, copy=False), first.device, None, 0, False)
-    return _zero_gradient(out, *tensors)
+    return zero_gradient(out, *tensors)
 
 
 # --------------------------------------------------- legacy tensor types

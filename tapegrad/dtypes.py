@@ -29,6 +29,21 @@ import numpy as np
 
 from .errors import DTypeError, describe
 
+_default_dtype = np.dtype(np.float32)
+
+
+def set_default_dtype(dtype) -> None:
+    """The dtype Python floats (and lists of them) become: float32 unless changed."""
+    global _default_dtype
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        raise DTypeError(f"set_default_dtype: expected a floating dtype, got {dt}")
+    _default_dtype = dt
+
+
+def get_default_dtype():
+    return _default_dtype
+
 __all__ = ["check_differentiable", "result_type", "check_same_float", "as_dtype", "int_dtype",
            "int_input", "INT_RULES"]
 
@@ -64,8 +79,6 @@ def _promote(a: np.dtype, b: np.dtype) -> np.dtype:
 
 def _number_dtype(v) -> np.dtype:
     """The dtype a plain number stands for: the default float dtype for floats."""
-    from .tensor import get_default_dtype
-
     if isinstance(v, (bool, np.bool_)):
         return np.dtype(bool)
     if isinstance(v, numbers.Integral):
@@ -169,9 +182,7 @@ def int_dtype(fn, dt: np.dtype, detail: str = "") -> np.dtype:
     if rule == INT64:
         return _INT64
     if rule == FLOAT or (rule == FLOAT_NOT_BOOL and dt.kind != "b"):
-        from .tensor import get_default_dtype
-
-        return get_default_dtype()
+            return get_default_dtype()
     kind = "bool" if dt.kind == "b" else "integer"
     raise DTypeError(
         f"{fn.__name__}: {kind} input ({detail or dt}) is not supported, as in PyTorch (which "

@@ -12,28 +12,22 @@ from __future__ import annotations
 
 import threading
 import weakref
-from operator import attrgetter
 
+from . import walks
 from .device import pool
-from .device.backend import sum_to_shape
 from .errors import DeviceError, GraphError, describe
 from .grad_mode import _local
+from .ops.graph_backend import TensorBackend
 from .tape import _check_versions, _freed_message
+from .tensor import Tensor, _wrap
+from .walks import _reachable, entries
 
 __all__ = ["backward", "grad", "entries", "run_backward", "queue_callback",
            "register_post_accumulate_grad_hook", "RemovableHandle"]
 
-_by_seq = attrgetter("seq")
 # tapegrad.autograd sets this while anomaly mode or a profile is on: called with the
 # entries a backward will replay, it swaps their vjps for observed ones
 _observe = None
-Tensor = None  # bound by tensor.py through tape._bind (import cycle)
-_wrap = None
-
-
-def _bind(tensor_cls, wrap):
-    global Tensor, _wrap
-    Tensor, _wrap = tensor_cls, wrap
 
 
 def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=None,
@@ -45,7 +39,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     key ``(entry, output)`` with tensor ``None`` captures that entry's output.
     ``walk(stack)`` (default: every reachable entry) returns ``(order, sinks)``:
     the entries to replay, and those among them whose outputs' gradients are
-    wanted but whose vjp must not run (see :mod:`tapegrad.prune`).
+    wanted but whose vjp must not run (see :mod:`tapegrad.walks`).
     """
     # entry -> the gradient of its output, summed over consumers so far; for an
     # entry with several outputs, a list with one gradient (or None) per output
@@ -229,31 +223,6 @@ def queue_callback(fn) -> None:
     _callbacks.queue.append(fn)
 
 
-def _reachable(nodes):
-    """The entries reachable from ``nodes``, consumers before producers (an
-    explicit stack, never recursion; recording order is a topological order)."""
-    stack = list(nodes)
-    seen = set(stack)
-    found = list(stack)  # in discovery order: mostly sorted already, which sort() is fast at
-    while stack:
-        for _, target, out_nr, _, _ in stack.pop().edges:
-            if out_nr >= 0 and target not in seen:
-                seen.add(target)
-                stack.append(target)
-                found.append(target)
-    found.sort(key=_by_seq, reverse=True)
-    return found
-
-
-def entries(*tensors):
-    """The tape entries behind ``tensors``, in the order backward replays them.
-
-    For inspection: ``[e.name for e in tapegrad.tape.entries(loss)]``, or the
-    arrays each keeps for its vjp (``e.saved``).
-    """
-    return _reachable({t._node for t in tensors if t._node is not None})
-
-
 def _add_pending(pending, node, k, g):
     if node.n_out == 1:
         old = pending.get(node)
@@ -268,6 +237,25 @@ def _add_pending(pending, node, k, g):
 def _accumulate(buf, k, g):
     old = buf[k]
     buf[k] = g if old is None else old + g
+
+
+def sum_to_shape(g, shape):
+    """Sum a broadcast gradient ``g`` back down to ``shape``.
+
+    Works on raw arrays and on Tensors (only ``.sum`` and ``.reshape`` are
+    used), which is how the engine serves both plain and ``create_graph``
+    backward with one function.
+    """
+    gshape = g.shape
+    lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1
+    )
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    if lead or g.shape != tuple(shape):
+        g = g.reshape(shape)
+    return g
 
 
 def _reduce(node, g, shape):
@@ -306,8 +294,6 @@ def _backward_with_graph(node, buf):
             "second derivative would be wrong. Differentiate through other ops, or use "
             "create_graph=False."
         )
-    from .ops.graph_backend import TensorBackend
-
     node._graph = True
     node.xp = TensorBackend
     try:
@@ -409,8 +395,6 @@ def backward(tensors, grad_tensors=None, retain_graph=False, create_graph=False,
     if inputs is None:
         run_backward(tensors, seeds, retain_graph or create_graph, create_graph)
         return
-    from .prune import backward_into
-
     backward_into(tensors, seeds, inputs, retain_graph or create_graph, create_graph)
 
 
@@ -446,3 +430,50 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         else:
             result.append(_wrap(g, t.device, None, 0, False))
     return tuple(result)
+
+
+def backward_into(tensors, seeds, inputs, retain_graph, create_graph) -> None:
+    """``backward(inputs=...)``: accumulate into the ``.grad`` of ``inputs`` only
+    (leaves or not), replaying only the entries that lead to them."""
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if not inputs:
+        raise GraphError("backward: inputs= is empty; pass the tensors to accumulate "
+                         "gradients into, or leave inputs=None for every leaf")
+    unique = {}
+    for t in inputs:
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise GraphError(f"backward: every tensor in inputs= must require grad, got "
+                             f"{describe(t)}")
+        unique.setdefault(id(t), t)
+    inputs = list(unique.values())
+    capture = {id(t): (t, i) for i, t in enumerate(inputs)}
+    leaf_ids = {id(t) for t in inputs if t._node is None}
+    node_keys = {(t._node, t._out_nr) for t in inputs if t._node is not None}
+    found = run_backward(tensors, seeds, retain_graph, create_graph, capture,
+                                walks._toward(leaf_ids, node_keys))
+    # the inputs get their .grad after the walk: their hooks may still queue_callback()
+    # (DistributedDataParallel's do), so a queue is open while they run, drained after
+    outer, _callbacks.queue = _callbacks.queue, []
+    try:
+        for i, t in enumerate(inputs):
+            g = found.get(i, [None])[0]
+            if g is None or _retained(t):  # a retain_grad() tensor got its .grad on the way
+                continue
+            _accumulate_leaf(t, g, create_graph)
+            hooks = _post_hooks.get(id(t)) if t._node is None else None
+            if hooks is not None and hooks[0]() is t:
+                for hook in list(hooks[1]):
+                    hook(t)
+        queue = _callbacks.queue
+        while queue:  # callbacks may queue more callbacks
+            queue.pop(0)()
+    finally:
+        _callbacks.queue = outer
+
+
+def _retained(t) -> bool:
+    node = t._node
+    if node is None or node.retained is None:
+        return False
+    ref = node.retained.get(t._out_nr)
+    return ref is not None and ref() is t

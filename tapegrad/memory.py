@@ -30,6 +30,8 @@ import sys
 from dataclasses import dataclass, field
 
 from . import engine, memory_sim
+from .device import get_device
+from .walks import _reachable, _toward
 
 __all__ = ["memory_report", "MemoryReport", "OpMemory", "PeakMeter"]
 
@@ -101,11 +103,9 @@ def memory_report(*tensors, inputs=None, retain_graph=False) -> MemoryReport:
     roots = [t for t in tensors if t._node is not None]
     stack = list({t._node for t in roots})
     if inputs is None:
-        order = engine._reachable(stack)
+        order = _reachable(stack)
         leaf_ok, sinks = None, set()
     else:
-        from .prune import _toward
-
         inputs = [inputs] if isinstance(inputs, engine.Tensor) else list(inputs)
         leaf_ok = {id(t) for t in inputs if t._node is None}
         order, sinks = _toward(leaf_ok, {(t._node, t._out_nr) for t in inputs
@@ -238,8 +238,6 @@ class PeakMeter:
     """
 
     def __init__(self, device="cpu"):
-        from .device import get_device
-
         self.device = get_device(device)
         self._hook = None
 

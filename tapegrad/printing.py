@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from .errors import ArgumentError
+
 __all__ = ["set_printoptions", "tensor_repr"]
 
 _DEFAULTS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80,
@@ -29,8 +31,6 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
     """As ``torch.set_printoptions``; ``sci_mode=None`` chooses per tensor."""
     if profile is not None:
         if profile not in _PROFILES:
-            from .errors import ArgumentError
-
             raise ArgumentError(f"set_printoptions: profile must be one of "
                                 f"{sorted(_PROFILES)}, got {profile!r}")
         _opts.update(zip(("precision", "threshold", "edgeitems", "linewidth"),

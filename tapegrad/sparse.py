@@ -44,6 +44,7 @@ from .ops.reduction import downcast, upcast
 from .printing import tensor_repr
 from .tape import Function
 from .tensor import Tensor, _is_device, _wrap, get_default_dtype, tensor
+from .torch_functions import mm as dense_mm
 
 __all__ = ["SparseTensor", "sparse_coo_tensor", "spmm", "mm", "sum", "softmax"]
 
@@ -211,6 +212,12 @@ class SparseTensor:
                  "__weakref__")
     is_sparse = True
     __array_ufunc__ = None  # ndarray @ sparse defers to __rmatmul__ (which refuses)
+
+    @staticmethod
+    def _product(op, a, b):
+        """``tapegrad.matmul``'s or ``tapegrad.mm``'s (``op``'s) product when an operand
+        is sparse: they sit below this module and reach it through the operand."""
+        return _multiply(op, a, b, vectors=op == "matmul", at_entries=False)
 
     @classmethod
     def _make(cls, idx, vals, shape, coalesced, dense_grad=None):
@@ -693,18 +700,11 @@ def matmul(a, b):
     return _multiply("matmul", a, b, vectors=True, at_entries=False)
 
 
-def product(op, a, b):
-    """``tapegrad.mm``'s (``op``'s) product when an operand is sparse."""
-    return _multiply(op, a, b, vectors=False, at_entries=False)
-
-
 def spmm(input, mat2):
     """``torch.spmm``: sparse (m, k) @ dense (k, n) -> dense (m, n); two dense
     operands are ``tapegrad.mm``'s. >>> tapegrad.spmm(adj, x @ w)"""
     if isinstance(input, SparseTensor) or isinstance(mat2, SparseTensor):
         return _multiply("spmm", input, mat2, vectors=False, at_entries=False)
-    from .torch_functions import mm as dense_mm
-
     return dense_mm(input, mat2)
 
 
@@ -718,8 +718,6 @@ def mm(mat1, mat2, reduce=None):
                             "reduce=None")
     if isinstance(mat1, SparseTensor) or isinstance(mat2, SparseTensor):
         return _multiply("sparse.mm", mat1, mat2, vectors=False, at_entries=True)
-    from .torch_functions import mm as dense_mm
-
     return dense_mm(mat1, mat2)
 
 

@@ -21,6 +21,8 @@ from .device import cpu
 from .dtypes import KEEP, check_differentiable, int_dtype, result_type
 from .errors import DeviceError, DTypeError, GraphError
 from .grad_mode import _local, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .tensor import Tensor, _wrap
+from .walks import entries
 
 __all__ = [
     "Function",
@@ -30,8 +32,6 @@ __all__ = [
     "enable_grad",
     "set_grad_enabled",
     "is_grad_enabled",
-    "backward",
-    "grad",
     "entries",
 ]
 
@@ -40,10 +40,6 @@ _counter = itertools.count()
 # set by tapegrad.utils.checkpoint while a checkpointed forward runs (in any thread):
 # called with (entry, items) on each save, True where the items are not to be kept
 _unsaved = None
-
-Tensor = None  # bound by tensor.py (import cycle)
-_wrap = None
-_default_dtype = None
 
 
 class Node:
@@ -547,14 +543,3 @@ def _check_versions(node):
                 f"{src.counter[0]}), so its gradient would be wrong. Use an out-of-place op "
                 "(y = x + 1 instead of x += 1), or .clone() the tensor before modifying it."
             )
-
-
-def _bind(tensor_cls, wrap, default_dtype):
-    """tensor.py hands over the Tensor class (an import cycle otherwise)."""
-    global Tensor, _wrap, _default_dtype
-    Tensor, _wrap, _default_dtype = tensor_cls, wrap, default_dtype
-    engine._bind(tensor_cls, wrap)
-
-
-from . import engine  # noqa: E402  (the engine reads this module's records)
-from .engine import backward, entries, grad  # noqa: E402, F401

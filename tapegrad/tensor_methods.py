@@ -2,53 +2,29 @@
 semantics (``x.sum(dim=1, keepdim=True)``, ``x.max(1)``, ``x.var()`` unbiased,
 ``x.split(2)`` in chunks of two, ``x.repeat(2, 1)``, ``x.long()``...).
 
-:class:`TensorMethods` is a base class of :class:`tapegrad.Tensor`; it holds no
-state. Every method that takes ``axis=``/``keepdims=`` also takes PyTorch's
-``dim=``/``keepdim=`` (:func:`tapegrad.args.torch_names`).
+:class:`TensorMethods` holds no state; its methods join :class:`tapegrad.Tensor`
+at the end of this module, with tensor_methods_more's and tensor_operators'. Every
+method that takes ``axis=``/``keepdims=`` also takes PyTorch's ``dim=``/``keepdim=``
+(:func:`tapegrad.args.torch_names`).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
+from . import ops as _ops
 from . import tape as _tape
+from .args import normalize_axis, size_args, torch_names
+from .creation import full
 from .dtypes import fit_number
 from .errors import ArgumentError, DTypeError, GraphError, ShapeError, describe
-
-_ops = None  # tapegrad.ops, bound by tensor.py (import cycle)
-_wrap = None
-torch_names = normalize_axis = None
-
-
-def _bind(ops, wrap, args):
-    global _ops, _wrap, torch_names, normalize_axis
-    _ops, _wrap = ops, wrap
-    torch_names, normalize_axis = args.torch_names, args.normalize_axis
-
-
-def _named(fn):
-    """Mark a method for :func:`torch_names` (applied once ops are bound)."""
-    fn._torch_names = True
-    return fn
-
-
-class ValuesIndices(NamedTuple):
-    """What ``x.max(dim)`` / ``x.min(dim)`` return, as PyTorch's ``return_types``."""
-
-    values: object
-    indices: object
-
-
-def _sizes(op, sizes):
-    """``f(2, 3)`` or ``f((2, 3))`` -> ``(2, 3)``."""
-    if len(sizes) == 1 and not isinstance(sizes[0], int):
-        sizes = tuple(sizes[0])
-    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes):
-        raise ArgumentError(f"{op}: sizes must be ints, got {sizes!r}")
-    return tuple(int(s) for s in sizes)
-
+from .grad_mode import is_grad_enabled
+from .random import get_generator
+from .return_types import ValuesIndices
+from .tensor import Tensor, _wrap, tensor
+from .tensor_methods_more import TensorMethodsMore
+from .tensor_operators import TensorOperators
+from .torch_functions import addmm, allclose, bmm, dot, isfinite, isinf, isnan, mm, mv, outer
 
 _TYPE_NAMES = {"float16": "HalfTensor", "float32": "FloatTensor", "float64": "DoubleTensor",
                "int8": "CharTensor", "uint8": "ByteTensor", "int16": "ShortTensor",
@@ -113,39 +89,35 @@ class TensorMethods:
     # -------------------------------------------------------- new tensors
     def new_tensor(self, data, dtype=None, requires_grad=False):
         """A new leaf of ``data`` with this tensor's dtype (unless given) and device."""
-        from .tensor import tensor
-
-        data = data.array if isinstance(data, TensorMethods) else data  # tensor() copies it
+        data = data.array if isinstance(data, Tensor) else data  # tensor() copies it
         return tensor(data, dtype=self.dtype if dtype is None else dtype, device=self.device,
                       requires_grad=requires_grad)
 
     def new_full(self, size, fill_value, dtype=None, requires_grad=False):
-        from .creation import full
-
-        return full(_sizes("new_full", (size,)), fill_value,
+        return full(size_args("new_full", (size,)), fill_value,
                     dtype=self.dtype if dtype is None else dtype, device=self.device,
                     requires_grad=requires_grad)
 
     def new_zeros(self, *size, dtype=None, requires_grad=False):
-        return self.new_full(_sizes("new_zeros", size), 0, dtype, requires_grad)
+        return self.new_full(size_args("new_zeros", size), 0, dtype, requires_grad)
 
     def new_ones(self, *size, dtype=None, requires_grad=False):
-        return self.new_full(_sizes("new_ones", size), 1, dtype, requires_grad)
+        return self.new_full(size_args("new_ones", size), 1, dtype, requires_grad)
 
     def new_empty(self, *size, dtype=None, requires_grad=False):
-        return self.new_full(_sizes("new_empty", size), 0, dtype, requires_grad)
+        return self.new_full(size_args("new_empty", size), 0, dtype, requires_grad)
 
     # --------------------------------------------------------- reductions
-    @_named
+    @torch_names
     def sum(self, axis=None, keepdims=False, *, dtype=None):
         """``dtype=`` casts first, as PyTorch's ``x.sum(dtype=torch.float64)``."""
         return _ops.sum(self if dtype is None else self.astype(dtype), axis, keepdims)
 
-    @_named
+    @torch_names
     def mean(self, axis=None, keepdims=False, *, dtype=None):
         return _ops.mean(self if dtype is None else self.astype(dtype), axis, keepdims)
 
-    @_named
+    @torch_names
     def var(self, axis=None, unbiased=None, keepdims=False, *, correction=None, ddof=None):
         """PyTorch's, positional order included: ``x.var(dim, unbiased, keepdim)``, and
         ``x.var(False)`` (unbiased alone). Unbiased (``correction=1``) unless told
@@ -157,7 +129,7 @@ class TensorMethods:
             axis, unbiased = None, axis
         return _ops.var(self, axis, keepdims, _correction("var", ddof, correction, unbiased))
 
-    @_named
+    @torch_names
     def std(self, axis=None, unbiased=None, keepdims=False, *, correction=None, ddof=None):
         """PyTorch's ``x.std(dim, unbiased, keepdim)``: the square root of :meth:`var`
         (:func:`tapegrad.ops.std`: its gradient is 0 where the std is 0, as PyTorch's)."""
@@ -167,7 +139,7 @@ class TensorMethods:
             axis, unbiased = None, axis
         return _ops.std(self, axis, keepdims, _correction("std", ddof, correction, unbiased))
 
-    @_named
+    @torch_names
     def max(self, axis=None, keepdims=False):
         """PyTorch's: ``x.max()`` the largest value; ``x.max(dim)`` the pair
         ``(values, indices)`` along ``dim`` (the gradient goes to the chosen
@@ -175,22 +147,22 @@ class TensorMethods:
         axes at once: :meth:`amax`."""
         return self._extreme("max", axis, keepdims)
 
-    @_named
+    @torch_names
     def min(self, axis=None, keepdims=False):
         """PyTorch's: ``x.min()``, ``values, indices = x.min(dim)``, ``x.min(other)``."""
         return self._extreme("min", axis, keepdims)
 
-    @_named
+    @torch_names
     def amax(self, axis=None, keepdims=False):
         """Largest values over ``axis`` (an int or a tuple); ties share the gradient."""
         return _ops.max(self, axis, keepdims)
 
-    @_named
+    @torch_names
     def amin(self, axis=None, keepdims=False):
         return _ops.min(self, axis, keepdims)
 
     def _extreme(self, op, dim, keepdim):
-        if isinstance(dim, TensorMethods):
+        if isinstance(dim, Tensor):
             return (_ops.maximum if op == "max" else _ops.minimum)(self, dim)
         if dim is None:
             if keepdim:
@@ -214,13 +186,13 @@ class TensorMethods:
             values = values.squeeze(d)
         return ValuesIndices(values, indices)
 
-    @_named
+    @torch_names
     def all(self, axis=None, keepdims=False):
         """Whether every element (along ``axis``) is true, recorded never: bool, uint8
         for a uint8 tensor (as PyTorch)."""
         return self._truth(self.array.all(axis=axis, keepdims=keepdims))
 
-    @_named
+    @torch_names
     def any(self, axis=None, keepdims=False):
         return self._truth(self.array.any(axis=axis, keepdims=keepdims))
 
@@ -229,16 +201,16 @@ class TensorMethods:
         return _wrap(out.astype(np.uint8) if self.dtype == np.uint8 else out,
                      self.device, None, 0, False)
 
-    @_named
+    @torch_names
     def logsumexp(self, axis=None, keepdims=False):
         return _ops.logsumexp(self, axis, keepdims)
 
-    @_named
+    @torch_names
     def argmax(self, axis=None, keepdims=False):
         """The index of the largest value (of the flattened tensor when ``axis`` is None)."""
         return self._arg("argmax", axis, keepdims)
 
-    @_named
+    @torch_names
     def argmin(self, axis=None, keepdims=False):
         return self._arg("argmin", axis, keepdims)
 
@@ -255,7 +227,7 @@ class TensorMethods:
         out = getattr(self.array, op)(axis=axis, keepdims=keepdims)
         return _wrap(self.device.xp.asarray(out, dtype=np.int64), self.device, None, 0, False)
 
-    @_named
+    @torch_names
     def norm(self, p="fro", axis=None, keepdims=False):
         """PyTorch's ``x.norm(p, dim, keepdim)``: a vector p-norm ('fro' is 2)
         over ``axis`` (all elements when None)."""
@@ -266,11 +238,11 @@ class TensorMethods:
                                 "are not implemented); use a number or 'fro'")
         return _ops.norm(self, p, axis, keepdims)
 
-    @_named
+    @torch_names
     def softmax(self, axis, dtype=None):
         return _ops.softmax(self, axis, dtype=dtype)
 
-    @_named
+    @torch_names
     def log_softmax(self, axis, dtype=None):
         return _ops.log_softmax(self, axis, dtype=dtype)
 
@@ -295,7 +267,7 @@ class TensorMethods:
     def reshape_as(self, other):
         return self.reshape(tuple(other.shape))
 
-    @_named
+    @torch_names
     def flatten(self, start_axis=0, end_axis=-1):
         return _ops.flatten(self, start_axis, end_axis)
 
@@ -333,7 +305,7 @@ class TensorMethods:
 
     def expand(self, *sizes):
         """PyTorch's: broadcast to ``sizes`` (new leading axes allowed; -1 keeps an axis)."""
-        sizes = _sizes("expand", sizes)
+        sizes = size_args("expand", sizes)
         lead = len(sizes) - self.ndim
         if lead < 0:
             raise ShapeError(f"expand: {len(sizes)} sizes {sizes} for {describe(self)}: give "
@@ -348,13 +320,13 @@ class TensorMethods:
     def expand_as(self, other):
         return _ops.broadcast_to(self, other.shape)
 
-    @_named
+    @torch_names
     def expand_dims(self, axis):
         return _ops.expand_dims(self, axis)
 
     unsqueeze = expand_dims
 
-    @_named
+    @torch_names
     def squeeze(self, axis=None):
         """PyTorch's: ``x.squeeze(dim)`` drops the axes of ``dim`` (an int or a tuple)
         that have length 1 and leaves the others, without error (a no-op when none
@@ -369,7 +341,7 @@ class TensorMethods:
     def repeat(self, *sizes):
         """PyTorch's ``x.repeat(*sizes)`` (NumPy's ``tile``): ``sizes`` copies along
         each axis, with new leading axes where ``sizes`` is longer."""
-        sizes = _sizes("repeat", sizes)
+        sizes = size_args("repeat", sizes)
         if len(sizes) < self.ndim:
             raise ShapeError(f"repeat: {len(sizes)} sizes {sizes} for {describe(self)}: give "
                              "at least one per axis")
@@ -382,7 +354,7 @@ class TensorMethods:
         out = _ops.broadcast_to(self.reshape(spread), tiled)
         return out.reshape(tuple(r * n for r, n in zip(sizes, shape)))
 
-    @_named
+    @torch_names
     def split(self, split_size_or_sections, axis=0):
         """PyTorch's: pieces of ``split_size`` along ``axis`` (the last one shorter),
         or of the listed sizes. NumPy's cut points are :func:`tapegrad.ops.split`."""
@@ -400,7 +372,7 @@ class TensorMethods:
                                  f"length of axis {d} of {describe(self)}")
         return _ops.split(self, list(np.cumsum(sizes[:-1])), d) if sizes else (self,)
 
-    @_named
+    @torch_names
     def chunk(self, chunks, axis=0):
         """PyTorch's: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``axis``."""
         if not isinstance(chunks, (int, np.integer)) or chunks <= 0:
@@ -408,13 +380,13 @@ class TensorMethods:
         n = self.shape[normalize_axis("chunk", self.shape, axis)]
         return self.split(max(-(-n // int(chunks)), 1), axis)
 
-    @_named
+    @torch_names
     def gather(self, axis, index):
         """PyTorch's ``x.gather(dim, index)``: ``out[i][j] = x[index[i][j]][j]`` for
         ``dim=0`` (``index`` has x's number of axes and is no larger elsewhere)."""
         return _ops.gather(self, axis, index)
 
-    @_named
+    @torch_names
     def scatter_add(self, axis, index, src):
         """PyTorch's out-of-place ``x.scatter_add(dim, index, src)``: a copy of x with
         ``src[i][j]`` added at ``[index[i][j]][j]`` for ``dim=0`` (repeats accumulate)."""
@@ -422,13 +394,13 @@ class TensorMethods:
 
     def masked_fill(self, mask, value):
         """PyTorch's: ``value`` where the bool ``mask`` (broadcast to x) is True."""
-        mask = mask.array if isinstance(mask, TensorMethods) else mask
+        mask = mask.array if isinstance(mask, Tensor) else mask
         if getattr(mask, "dtype", None) != np.bool_:
             raise DTypeError(f"masked_fill: mask must be a bool tensor, got {describe(mask)}")
         if getattr(value, "ndim", 0) != 0:
             raise ShapeError(f"masked_fill: value must be a number or a 0-d tensor, got "
                              f"{describe(value)}")
-        if isinstance(value, TensorMethods):
+        if isinstance(value, Tensor):
             value = _ops.cast(value, self.dtype)
         else:  # PyTorch casts the value to the tensor's dtype (2.7 into an int tensor: 2)
             value = self.device.xp.asarray(fit_number("masked_fill", value, self.dtype))
@@ -454,20 +426,20 @@ class TensorMethods:
     def ge(self, other):
         return self >= other
 
-    @_named
+    @torch_names
     def cumsum(self, axis):
         return _ops.cumsum(self, axis)
 
-    @_named
+    @torch_names
     def prod(self, axis=None, keepdims=False):
         return _ops.prod(self, axis, keepdims)
 
-    @_named
+    @torch_names
     def sort(self, axis=-1, descending=False, stable=False):
         """PyTorch's: ``(values, indices)``, values differentiable."""
         return _ops.sort(self, axis, descending, stable)
 
-    @_named
+    @torch_names
     def topk(self, k, axis=-1, largest=True, sorted=True):
         return _ops.topk(self, k, axis, largest, sorted)
 
@@ -534,21 +506,15 @@ class TensorMethods:
     # ---------------------------------------------- PyTorch's matrix products
     def mm(self, mat2):
         """``torch.mm``: (n, k) @ (k, m), no broadcasting. >>> a.mm(b)"""
-        from .torch_functions import mm
-
         return mm(self, mat2)
 
     def bmm(self, mat2):
         """``torch.bmm``: (b, n, k) @ (b, k, m). >>> a.bmm(b)"""
-        from .torch_functions import bmm
-
         return bmm(self, mat2)
 
     def addmm(self, mat1, mat2, *, beta=1, alpha=1):
         """``beta * self + alpha * (mat1 @ mat2)``; with ``beta=0`` self is ignored
         (its NaNs too), as PyTorch. >>> bias.addmm(x, w.t())"""
-        from .torch_functions import addmm
-
         return addmm(self, mat1, mat2, beta=beta, alpha=alpha)
 
     # ------------------------------------------------- PyTorch's indexing
@@ -556,7 +522,7 @@ class TensorMethods:
         """A view of ``length`` elements from ``start`` along ``dim`` (``start`` may be
         negative or a 0-d integer tensor). >>> x.narrow(1, 0, 2)   # x[:, 0:2]"""
         d = normalize_axis("narrow", self.shape, dim)
-        start = int(start.item() if isinstance(start, TensorMethods) else start)
+        start = int(start.item() if isinstance(start, Tensor) else start)
         n = self.shape[d]
         if start < 0:
             start += n
@@ -575,7 +541,7 @@ class TensorMethods:
         """The entries of ``index`` (a 1-D or 0-d integer tensor) along ``dim``, a copy;
         repeats accumulate in backward. >>> x.index_select(0, tapegrad.tensor([2, 0]))"""
         d = normalize_axis("index_select", self.shape, dim, extra=int(self.ndim == 0))
-        idx = index.array if isinstance(index, TensorMethods) else self.device.xp.asarray(index)
+        idx = index.array if isinstance(index, Tensor) else self.device.xp.asarray(index)
         if idx.ndim > 1 or idx.dtype.kind not in "iu":
             raise ShapeError(f"index_select: index must be a 1-D (or 0-d) integer tensor, got "
                              f"{describe(idx)}")
@@ -677,10 +643,10 @@ class TensorMethods:
         """``self + weight * (end - self)`` (``end`` of self's dtype; ``weight`` a
         number or a tensor), as ``torch.lerp``. >>> a.lerp(b, 0.5)"""
         for name, v in (("end", end), ("weight", weight)):
-            if isinstance(v, TensorMethods) and v.dtype != self.dtype:
+            if isinstance(v, Tensor) and v.dtype != self.dtype:
                 raise DTypeError(f"lerp: {name} {describe(v)} must have the dtype of "
                                  f"{describe(self)}, as PyTorch requires; cast it first")
-        if not isinstance(end, TensorMethods):
+        if not isinstance(end, Tensor):
             raise ArgumentError(f"lerp: end must be a tensor, got {type(end).__name__}")
         return self + weight * (end - self)
 
@@ -691,8 +657,6 @@ class TensorMethods:
         return _ops.clip(self, None, max)
 
     def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-        from .torch_functions import allclose
-
         return allclose(self, other, rtol, atol, equal_nan)
 
     # ------------------------------------------- in-place (Tensor._inplace)
@@ -747,7 +711,7 @@ class TensorMethods:
         """In place: ``value`` at the entries ``index`` (1-D or 0-d integer) along ``dim``.
         >>> x.index_fill_(1, tapegrad.tensor([0, 2]), -1.0)"""
         d = normalize_axis("index_fill_", self.shape, dim, extra=int(self.ndim == 0))
-        idx = index.array if isinstance(index, TensorMethods) else self.device.xp.asarray(index)
+        idx = index.array if isinstance(index, Tensor) else self.device.xp.asarray(index)
         if idx.ndim > 1 or idx.dtype.kind not in "iu":
             raise ShapeError(f"index_fill_: index must be a 1-D (or 0-d) integer tensor, got "
                              f"{describe(idx)}")
@@ -761,7 +725,7 @@ class TensorMethods:
                              f"are out of range for axis {d} of {describe(self)} (size {n})")
         if self.ndim == 0:
             return self._inplace(_ops.setitem, Ellipsis, value) if idx.size else self
-        if not isinstance(value, TensorMethods):
+        if not isinstance(value, Tensor):
             value = fit_number("index_fill_", value, self.dtype)
         return self._inplace(_ops.setitem, (slice(None),) * d + (idx,), value)
 
@@ -774,8 +738,6 @@ class TensorMethods:
         return self._reshape_("unsqueeze_", lambda t: t.unsqueeze(dim))
 
     def _reshape_(self, op, fn):
-        from .tape import is_grad_enabled
-
         if self._base is not None or any(r() is not None for r in
                                          (getattr(self, "_views", None) or ())):
             raise GraphError(f"{op}: {describe(self)} is a view or has live views, whose "
@@ -829,7 +791,7 @@ class TensorMethods:
     def bernoulli_(self, p=0.5, *, generator=None):
         """Fill with 1 (probability ``p``, a number or a tensor broadcast to self) or 0."""
         self._random_check("bernoulli_", generator, float_only=False)
-        p = p.array if isinstance(p, TensorMethods) else p
+        p = p.array if isinstance(p, Tensor) else p
         xp = self.device.xp
         if bool(xp.any((xp.asarray(p) < 0) | (xp.asarray(p) > 1))):
             raise ArgumentError(f"bernoulli_: p must be in [0, 1], got {describe(p)}")
@@ -858,8 +820,6 @@ class TensorMethods:
         return self._random_write(self._generator().integers(from_, to, tuple(self.shape)))
 
     def _generator(self):
-        from .random import get_generator
-
         return get_generator(self.device)
 
     def _random_check(self, op, generator, float_only):
@@ -877,6 +837,26 @@ class TensorMethods:
         values = self.device.xp.asarray(values).astype(self.dtype, copy=False)
         return self._inplace(_ops.setitem, Ellipsis, values)
 
+    # ------------------------------- the torch functions that are methods too
+    def isnan(self):
+        return isnan(self)
+
+    def isinf(self):
+        return isinf(self)
+
+    def isfinite(self):
+        return isfinite(self)
+
+    def outer(self, vec2):
+        return outer(self, vec2)
+
+    ger = outer
+
+    def dot(self, tensor):
+        return dot(self, tensor)
+
+    def mv(self, vec):
+        return mv(self, vec)
 
 
 def _correction(op, ddof, correction, unbiased):
@@ -891,8 +871,18 @@ def _correction(op, ddof, correction, unbiased):
     return 1 if value is None else value
 
 
-def finish(cls):
-    """Apply :func:`torch_names` to the marked methods of ``cls`` (once ops exist)."""
-    for name, fn in list(vars(cls).items()):
-        if getattr(fn, "_torch_names", False):
-            setattr(cls, name, torch_names(fn))
+def _join(*parts):
+    """Tensor (tensor.py) sits below the tape, the engine and the ops, which make
+    Tensors; its methods that call them are defined above them, in this module,
+    tensor_methods_more.py and tensor_operators.py, and join the class here, once.
+    A name the class defines already is a clash, refused at import."""
+    for part in parts:
+        for name, value in vars(part).items():
+            if name in ("__module__", "__qualname__", "__doc__", "__slots__"):
+                continue
+            if name in vars(Tensor):
+                raise GraphError(f"Tensor.{name} is defined twice ({part.__name__} and tensor.py)")
+            setattr(Tensor, name, value)
+
+
+_join(TensorMethods, TensorMethodsMore, TensorOperators)

@@ -4,10 +4,10 @@ PyTorch's options (``x.add(y, alpha=2)``, ``x.div(y, rounding_mode="floor")``),
 remainders, rounding, the other elementwise functions, logical ops, scatter and
 index writes, ``cumprod``, ``diagonal`` and the layout queries (``stride``).
 
-:class:`TensorMethodsMore` is a base class of :class:`tapegrad.Tensor`, as
-:class:`~tapegrad.tensor_methods.TensorMethods` is; it holds no state. The binary
-functions below (:func:`add`, :func:`remainder`, ...) also take a number as either
-operand: :mod:`tapegrad.torch_functions` calls them for ``torch.<name>(a, b)``.
+:class:`TensorMethodsMore` holds no state; its methods join :class:`tapegrad.Tensor`
+at the end of tapegrad/tensor_methods.py. The binary functions below (:func:`add`,
+:func:`remainder`, ...) also take a number as either operand:
+:mod:`tapegrad.torch_functions` calls them for ``torch.<name>(a, b)``.
 
 Where a composition would round differently from PyTorch (``expm1`` near 0,
 ``log2(8)``, a remainder), the value comes from the array module's own function
@@ -21,9 +21,11 @@ import numbers
 
 import numpy as np
 
-from . import tensor_methods as _tm  # its _ops, _wrap and normalize_axis, bound by tensor.py
+from . import ops as _ops
+from . import tensor as _tensor
+from .args import normalize_axes, normalize_axis, size_args
 from .device import cpu
-from .dtypes import fit_number, result_type
+from .dtypes import fit_number, get_default_dtype, result_type
 from .errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -34,7 +36,9 @@ from .errors import (
     ShapeError,
     describe,
 )
-from .tape import is_grad_enabled
+from .grad_mode import is_grad_enabled
+from .ops.elementwise import zero_gradient
+from .tape import _aliases
 
 __all__ = ["TensorMethodsMore", "add", "sub", "div", "floor_divide", "remainder", "fmod",
            "atan2", "logical_and", "logical_or", "logical_xor"]
@@ -45,7 +49,7 @@ _CUMPROD_BLOCK = 32  # cumprod's triangle: n * 32 products per level, not n * n
 
 # ----------------------------------------------------------------- helpers
 def _is_t(v) -> bool:
-    return isinstance(v, _tm.TensorMethods)
+    return isinstance(v, _tensor.Tensor)
 
 
 def _grad(v) -> bool:
@@ -55,7 +59,7 @@ def _grad(v) -> bool:
 
 def _wrap(t, a):
     """The raw array ``a`` as an unrecorded tensor on ``t``'s device."""
-    return _tm._wrap(a, t.device, None, 0, False)
+    return _tensor._wrap(a, t.device, None, 0, False)
 
 
 def _operands(op, a, b):
@@ -98,9 +102,7 @@ def _no_bool(op, dt):
 def _flat(out, *inputs):
     """``out`` with a zero gradient to each of ``inputs`` that requires grad: PyTorch's
     rule for the piecewise-constant functions (floor, round, rounding division)."""
-    from .torch_functions import _zero_gradient
-
-    return _zero_gradient(out, *inputs)
+    return zero_gradient(out, *inputs)
 
 
 def _slope(x, value, coef=None):
@@ -109,7 +111,7 @@ def _slope(x, value, coef=None):
     higher derivative 0. Added to ``value``, computed on the raw arrays, it gives that
     value PyTorch's gradient (remainder, fmod). Where ``value`` is finite but ``x`` or
     ``coef`` is not (a divisor of inf), the slope is 0: NaN would spoil the value."""
-    ops, xp = _tm._ops, x.device.xp
+    ops, xp = _ops, x.device.xp
     spare = ~xp.isfinite(value)
     keep = xp.isfinite(x.array) | spare
     if not bool(keep.all()):
@@ -135,8 +137,6 @@ def _floating(x):
     """``x``, cast to the default float dtype when integer or bool (PyTorch's rule for
     exp-like functions: ``torch.expm1(int_tensor)`` is float32)."""
     if x.dtype.kind in "biu":
-        from .tensor import get_default_dtype
-
         return x.astype(get_default_dtype())
     return x
 
@@ -180,7 +180,7 @@ def _int_value(op, dtypes, value):
 def add(a, b, *, alpha=1):
     """``a + alpha * b``, as ``torch.add`` (either may be a number).
     >>> tapegrad.add(x, y, alpha=-0.5)"""
-    return _tm._ops.add(a, _scaled("add", a, b, alpha))
+    return _ops.add(a, _scaled("add", a, b, alpha))
 
 
 def sub(a, b, *, alpha=1):
@@ -190,7 +190,7 @@ def sub(a, b, *, alpha=1):
         if isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) == np.bool_:
             raise DTypeError(f"sub: a bool operand ({describe(v)}) is not supported, as in "
                              "PyTorch; for a mask use ~m or logical_xor, else cast it first")
-    return _tm._ops.sub(a, _scaled("sub", a, b, alpha))
+    return _ops.sub(a, _scaled("sub", a, b, alpha))
 
 
 def div(a, b, *, rounding_mode=None):
@@ -199,7 +199,7 @@ def div(a, b, *, rounding_mode=None):
     the operands' result dtype, with a zero gradient, as ``torch.div``.
     >>> tapegrad.div(x, 2, rounding_mode="floor")"""
     if rounding_mode is None:
-        return _tm._ops.div(a, b)
+        return _ops.div(a, b)
     if rounding_mode not in ("trunc", "floor"):
         raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', got "
                             f"{rounding_mode!r}")
@@ -274,7 +274,7 @@ def atan2(a, b):
     if not (_is_t(a) and _is_t(b)):
         raise ArgumentTypeError(f"atan2: expects two tensors, got {type(a).__name__} and "
                                 f"{type(b).__name__}, as PyTorch does")
-    return _tm._ops.atan2(a, b)
+    return _ops.atan2(a, b)
 
 
 def _logical(op, a, b, fn):
@@ -317,7 +317,7 @@ class TensorMethodsMore:
 
     def mul(self, other):
         """``self * other``. >>> x.mul(0.5)"""
-        return _tm._ops.mul(self, other)
+        return _ops.mul(self, other)
 
     multiply = mul
 
@@ -330,7 +330,7 @@ class TensorMethodsMore:
 
     def true_divide(self, other):
         """``self / other`` (integers give floats). >>> x.true_divide(3)"""
-        return _tm._ops.div(self, other)
+        return _ops.div(self, other)
 
     def floor_divide(self, other):
         """``self // other`` (no gradient: see :func:`floor_divide`)."""
@@ -346,29 +346,29 @@ class TensorMethodsMore:
 
     def neg(self):
         """``-self``. >>> x.neg()"""
-        return _tm._ops.neg(self)
+        return _ops.neg(self)
 
     negative = neg
 
     def reciprocal(self):
         """``1 / self`` (integers give floats). >>> x.reciprocal()"""
-        return _tm._ops.div(1, self)
+        return _ops.div(1, self)
 
     def square(self):
         """``self * self`` (bool gives int64, as PyTorch). >>> x.square()"""
         x = self.astype(np.int64) if self.dtype == np.bool_ else self
-        return _tm._ops.mul(x, x)
+        return _ops.mul(x, x)
 
     def rsqrt(self):
         """``1 / sqrt(self)``. >>> var.rsqrt()"""
-        return _tm._ops.div(1, _tm._ops.sqrt(self))
+        return _ops.div(1, _ops.sqrt(self))
 
     def addcmul(self, tensor1, tensor2, *, value=1):
         """``self + value * tensor1 * tensor2`` (``value`` cast to an integer result's
         type, as PyTorch). >>> v.addcmul(g, g, value=1 - beta2)"""
         value = _int_value("addcmul", (self, tensor1, tensor2), value)
-        prod = _tm._ops.mul(tensor1, tensor2)
-        return _tm._ops.add(self, prod if value == 1 else prod * value)
+        prod = _ops.mul(tensor1, tensor2)
+        return _ops.add(self, prod if value == 1 else prod * value)
 
     def addcdiv(self, tensor1, tensor2, *, value=1):
         """``self + value * tensor1 / tensor2``; integer ``tensor1`` and ``tensor2`` are
@@ -378,8 +378,8 @@ class TensorMethodsMore:
                              f"({describe(tensor1, tensor2)}), as in PyTorch; cast tensor1 or "
                              "tensor2 to a floating dtype")
         value = _int_value("addcdiv", (self, tensor1, tensor2), value)
-        q = _tm._ops.div(tensor1, tensor2)
-        return _tm._ops.add(self, q if value == 1 else q * value)
+        q = _ops.div(tensor1, tensor2)
+        return _ops.add(self, q if value == 1 else q * value)
 
     def addcmul_(self, tensor1, tensor2, *, value=1):
         """In place: :meth:`addcmul`. >>> v.mul_(beta2).addcmul_(g, g, value=1 - beta2)"""
@@ -440,38 +440,38 @@ class TensorMethodsMore:
     # -------------------------------------------- elementwise functions
     def expm1(self):
         """``exp(self) - 1``, accurate near 0. >>> x.expm1()"""
-        return _smooth(self, self.device.xp.expm1, lambda x: _tm._ops.exp(x) - 1)
+        return _smooth(self, self.device.xp.expm1, lambda x: _ops.exp(x) - 1)
 
     def log2(self):
         """Base-2 logarithm (``log2(8)`` is exactly 3). >>> x.log2()"""
-        return _smooth(self, self.device.xp.log2, lambda x: _tm._ops.log(x) / _LN2)
+        return _smooth(self, self.device.xp.log2, lambda x: _ops.log(x) / _LN2)
 
     def log10(self):
         """Base-10 logarithm. >>> x.log10()"""
-        return _smooth(self, self.device.xp.log10, lambda x: _tm._ops.log(x) / _LN10)
+        return _smooth(self, self.device.xp.log10, lambda x: _ops.log(x) / _LN10)
 
     def sinh(self):
         """Hyperbolic sine. >>> x.sinh()"""
         # exp(x - ln 2) overflows where sinh does, not earlier (as exp(x) / 2 would)
         return _smooth(self, self.device.xp.sinh,
-                       lambda x: _tm._ops.exp(x - _LN2) - _tm._ops.exp(-x - _LN2))
+                       lambda x: _ops.exp(x - _LN2) - _ops.exp(-x - _LN2))
 
     def cosh(self):
         """Hyperbolic cosine. >>> x.cosh()"""
         return _smooth(self, self.device.xp.cosh,
-                       lambda x: _tm._ops.exp(x - _LN2) + _tm._ops.exp(-x - _LN2))
+                       lambda x: _ops.exp(x - _LN2) + _ops.exp(-x - _LN2))
 
     def asin(self):
         """Arcsine (:func:`tapegrad.ops.asin`)."""
-        return _tm._ops.asin(self)
+        return _ops.asin(self)
 
     def acos(self):
         """Arccosine (:func:`tapegrad.ops.acos`)."""
-        return _tm._ops.acos(self)
+        return _ops.acos(self)
 
     def atan(self):
         """Arctangent (:func:`tapegrad.ops.atan`)."""
-        return _tm._ops.atan(self)
+        return _ops.atan(self)
 
     def atan2(self, other):
         """The angle of ``(other, self)``. >>> y.atan2(x)"""
@@ -491,21 +491,6 @@ class TensorMethodsMore:
         """Bool tensor: where ``self`` is zero. >>> mask.logical_not()"""
         return _wrap(self, self.device.xp.logical_not(self.array))
 
-    def isnan(self):
-        from .torch_functions import isnan
-
-        return isnan(self)
-
-    def isinf(self):
-        from .torch_functions import isinf
-
-        return isinf(self)
-
-    def isfinite(self):
-        from .torch_functions import isfinite
-
-        return isfinite(self)
-
     def nan_to_num(self, nan=0.0, posinf=None, neginf=None):
         """NaN, +inf and -inf replaced (by 0 and the dtype's largest and smallest values
         unless given); gradient 1 where finite, else 0. >>> x.nan_to_num(posinf=1e4)"""
@@ -515,7 +500,7 @@ class TensorMethodsMore:
         value = xp.asarray(xp.nan_to_num(self.array, nan=nan, posinf=posinf, neginf=neginf))
         if not _grad(self):
             return _wrap(self, value)
-        return _tm._ops.where(xp.isfinite(self.array), self, value)
+        return _ops.where(xp.isfinite(self.array), self, value)
 
     # ----------------------------------------------- selecting and writing
     def masked_select(self, mask):
@@ -533,33 +518,33 @@ class TensorMethodsMore:
         except ValueError:
             raise ShapeError(f"masked_select: mask {describe(m)} and {describe(self)} do not "
                              "broadcast together") from None
-        x = self if tuple(self.shape) == shape else _tm._ops.broadcast_to(self, shape)
-        return _tm._ops.getitem(x, xp.broadcast_to(xp.asarray(m), shape))
+        x = self if tuple(self.shape) == shape else _ops.broadcast_to(self, shape)
+        return _ops.getitem(x, xp.broadcast_to(xp.asarray(m), shape))
 
     def select(self, dim, index):
         """The slice at ``index`` along ``dim`` (a view, one axis fewer).
         >>> x.select(1, -1)   # x[:, -1]"""
-        d = _tm.normalize_axis("select", self.shape, dim)
+        d = normalize_axis("select", self.shape, dim)
         i, n = int(index), self.shape[d]
         if not -n <= i < n:
             raise OutOfRangeError(f"select: index {i} is out of range for axis {d} of "
                                   f"{describe(self)} (size {n})")
-        return _tm._ops.getitem(self, (slice(None),) * d + (i,))
+        return _ops.getitem(self, (slice(None),) * d + (i,))
 
     def unbind(self, dim=0):
         """The slices along ``dim``, as a tuple of views. >>> rows = x.unbind(0)"""
-        d = _tm.normalize_axis("unbind", self.shape, dim)
+        d = normalize_axis("unbind", self.shape, dim)
         n = self.shape[d]
         if n == 0:
             return ()
-        return tuple(_tm._ops.squeeze(p, d) for p in _tm._ops.split(self, list(range(1, n)), d))
+        return tuple(_ops.squeeze(p, d) for p in _ops.split(self, list(range(1, n)), d))
 
     def scatter(self, dim, index, src=None, *, value=None, reduce=None):
         """A copy of self with ``src[i][j]`` (or the number ``value``) written at
         ``[index[i][j]][j]`` for ``dim=0``; ``reduce="add"``/``"multiply"`` combines
         instead. Repeated indices: one of the writes wins (PyTorch leaves it open).
         >>> x.scatter(1, idx, 0.0)"""
-        ops = _tm._ops
+        ops = _ops
         if (src is None) == (value is None):
             raise ArgumentError("scatter: pass src (a tensor or a number) or value=, one of "
                                 "them")
@@ -612,7 +597,7 @@ class TensorMethodsMore:
         if not _is_t(source):
             raise ArgumentTypeError(f"{op}: source must be a tensor, got "
                                     f"{type(source).__name__}")
-        d = _tm.normalize_axis(op, self.shape, dim)
+        d = normalize_axis(op, self.shape, dim)
         idx = index.array if _is_t(index) else self.device.xp.asarray(index)
         if idx.ndim > 1 or idx.dtype.kind not in "iu":
             raise ShapeError(f"{op}: index must be a 1-D (or 0-d) integer tensor, got "
@@ -641,7 +626,7 @@ class TensorMethodsMore:
         if self.dtype.kind in "biu":  # PyTorch casts alpha to the tensor's type (2.5 -> 2)
             alpha = bool(alpha) if self.dtype.kind == "b" else int(alpha)
         src = source if alpha == 1 else source * alpha
-        return self + _tm._ops.scatter_add(src, tuple(self.shape), (slice(None),) * d + (idx,))
+        return self + _ops.scatter_add(src, tuple(self.shape), (slice(None),) * d + (idx,))
 
     def index_add_(self, dim, index, source, *, alpha=1):
         return self._inplace(lambda t, s: t.index_add(dim, index, s, alpha=alpha), source)
@@ -652,7 +637,7 @@ class TensorMethodsMore:
         if self.ndim == 0:
             return self.reshape(1).index_copy(0, index, source.reshape(1)).reshape(())
         d, idx = self._index_axis("index_copy", dim, index, source)
-        return _tm._ops.setitem(self, (slice(None),) * d + (idx,), source)
+        return _ops.setitem(self, (slice(None),) * d + (idx,), source)
 
     def index_copy_(self, dim, index, source):
         return self._inplace(lambda t, s: t.index_copy(dim, index, s), source)
@@ -666,19 +651,17 @@ class TensorMethodsMore:
         x = self if dtype is None else self.astype(dtype)
         if x.dtype.kind in "biu":
             x = x.astype(np.int64)
-        d = _tm.normalize_axis("cumprod", x.shape, dim, extra=int(x.ndim == 0))
+        d = normalize_axis("cumprod", x.shape, dim, extra=int(x.ndim == 0))
         if x.ndim == 0 or x.shape[d] <= 1:
             return x.clone()
         last = x.ndim - 1
-        y = x if d == last else _tm._ops.swapaxes(x, d, last)
+        y = x if d == last else _ops.swapaxes(x, d, last)
         out = _cumprod_last(y)
-        return out if d == last else _tm._ops.swapaxes(out, d, last)
+        return out if d == last else _ops.swapaxes(out, d, last)
 
     def count_nonzero(self, dim=None):
         """How many elements are nonzero (along ``dim``: an int or a tuple), int64.
         >>> (x > 0).count_nonzero(1)"""
-        from .args import normalize_axes
-
         axes = normalize_axes("count_nonzero", self.shape, None if dim == () else dim)
         n = (self.array != 0).sum(axis=axes)
         return _wrap(self, self.device.xp.asarray(n, dtype=np.int64))
@@ -695,9 +678,9 @@ class TensorMethodsMore:
         last axis: a view, so writes into it reach self. Where the two axes cannot be
         merged into one (after ``x.T[1:]``) it is a copy, made read-only so that a write
         into it raises instead of being lost. >>> a.diagonal().add_(1.0)"""
-        ops = _tm._ops
-        d1 = _tm.normalize_axis("diagonal", self.shape, dim1)
-        d2 = _tm.normalize_axis("diagonal", self.shape, dim2)
+        ops = _ops
+        d1 = normalize_axis("diagonal", self.shape, dim1)
+        d2 = normalize_axis("diagonal", self.shape, dim2)
         if d1 == d2:
             raise ShapeError(f"diagonal: dim1 and dim2 name one axis ({dim1}, {dim2}) of "
                              f"{describe(self)}")
@@ -726,8 +709,6 @@ class TensorMethodsMore:
     def movedim(self, source, destination):
         """Axes ``source`` moved to ``destination`` (ints or sequences), the others in
         order. >>> x.movedim(1, -1)   # (N, C, H, W) -> (N, H, W, C)"""
-        from .args import normalize_axes
-
         src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
         dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(
             destination)
@@ -739,7 +720,7 @@ class TensorMethodsMore:
         order = [k for k in range(self.ndim) if k not in src]
         for where, k in sorted(zip(dst, src)):
             order.insert(where, k)
-        return self if order == list(range(self.ndim)) else _tm._ops.permute(self, *order)
+        return self if order == list(range(self.ndim)) else _ops.permute(self, *order)
 
     moveaxis = movedim
 
@@ -749,7 +730,7 @@ class TensorMethodsMore:
         if dims is not None and sizes:
             raise ArgumentError("tile: pass the sizes or dims=, not both")
         sizes = sizes if dims is None else (dims,)
-        dims = _tm._sizes("tile", sizes) if sizes else ()
+        dims = size_args("tile", sizes) if sizes else ()
         if len(dims) < self.ndim:
             dims = (1,) * (self.ndim - len(dims)) + dims
         return self.repeat(*dims) if dims else self.clone()
@@ -762,7 +743,7 @@ class TensorMethodsMore:
             raise ShapeError(f"repeat_interleave: a 0-d tensor has no axis {dim}, as in PyTorch; "
                              "leave dim out to repeat its one element")
         x = self.reshape(-1) if dim is None else self
-        d = 0 if dim is None else _tm.normalize_axis("repeat_interleave", x.shape, dim)
+        d = 0 if dim is None else normalize_axis("repeat_interleave", x.shape, dim)
         xp, n = self.device.xp, x.shape[d]
         r = repeats.array if _is_t(repeats) else xp.asarray(repeats)
         if r.dtype.kind not in "iu" or r.ndim > 1:
@@ -785,24 +766,7 @@ class TensorMethodsMore:
         """The last two axes swapped (a view). >>> q @ k.mT"""
         if self.ndim < 2:
             raise ShapeError(f"mT: needs a matrix or a batch of matrices, got {describe(self)}")
-        return _tm._ops.swapaxes(self, -2, -1)
-
-    def outer(self, vec2):
-        from .torch_functions import outer
-
-        return outer(self, vec2)
-
-    ger = outer
-
-    def dot(self, tensor):
-        from .torch_functions import dot
-
-        return dot(self, tensor)
-
-    def mv(self, vec):
-        from .torch_functions import mv
-
-        return mv(self, vec)
+        return _ops.swapaxes(self, -2, -1)
 
     # ------------------------------------------------------------- layout
     def is_contiguous(self, memory_format=None):
@@ -824,7 +788,7 @@ class TensorMethodsMore:
         strides = tuple(strides)
         if dim is None:
             return strides
-        return strides[_tm.normalize_axis("stride", self.shape, dim)]
+        return strides[normalize_axis("stride", self.shape, dim)]
 
     def element_size(self) -> int:
         """Bytes per element. >>> x.element_size()   # 4 for float32"""
@@ -845,8 +809,6 @@ class TensorMethodsMore:
 
 
 def _shares(t, other) -> bool:
-    from .tape import _aliases
-
     return _aliases(t.array, other.array)
 
 
@@ -862,7 +824,7 @@ def _cumprod_last(y):
     holds ``y[j]`` for ``j <= k`` and 1 elsewhere, and ``prod`` reduces it (whose rule
     is exact at zeros); longer axes go by blocks, each block times the product of
     the blocks before it."""
-    ops, xp = _tm._ops, y.device.xp
+    ops, xp = _ops, y.device.xp
     n = y.shape[-1]
     lead = tuple(y.shape[:-1])
     if n <= _CUMPROD_BLOCK:

@@ -19,6 +19,7 @@ from . import tensor_methods_more as _more
 from .args import normalize_axis
 from .errors import ArgumentTypeError, DTypeError, ShapeError, describe
 from .grad_mode import is_grad_enabled, set_grad_enabled
+from .ops.elementwise import zero_gradient
 from .tensor import Tensor, _wrap
 
 __all__ = ["max", "min", "argmax", "argmin", "var", "std", "squeeze", "unsqueeze", "transpose",
@@ -135,9 +136,8 @@ def mm(input, mat2):
     """``torch.mm``: the product of two matrices, (n, k) @ (k, m).
     >>> tapegrad.mm(a, b)"""
     if getattr(input, "is_sparse", False) or getattr(mat2, "is_sparse", False):
-        from .sparse import product  # a sparse operand: tapegrad.sparse
-
-        return product("mm", input, mat2)
+        return (input if getattr(input, "is_sparse", False) else mat2)._product("mm", input,
+                                                                                 mat2)
     _matrices("mm", input, mat2, 2)
     if input.shape[1] != mat2.shape[0]:
         raise ShapeError(f"mm: {describe(input, mat2)} cannot be multiplied (inner sizes "
@@ -171,17 +171,8 @@ def _plus(op, product, input, beta, alpha):
                          f"shape {tuple(product.shape)}")
     out = product if alpha == 1 else product * alpha
     if beta == 0:
-        return _zero_gradient(out, input)
+        return zero_gradient(out, input)
     return out + (input if beta == 1 else input * beta)
-
-
-def _zero_gradient(out, *inputs):
-    """``out`` with a zero gradient to each of ``inputs`` that requires grad, as
-    PyTorch's rules that ignore an input (addmm with beta=0, normal, bernoulli)."""
-    for x in inputs:
-        if isinstance(x, Tensor) and x.requires_grad and is_grad_enabled():
-            out = ops.where(out.device.xp.zeros(out.shape, dtype=bool), x, out)
-    return out
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):

@@ -262,10 +262,8 @@ def test_every_axis_taking_function_also_takes_dim():
     accepts PyTorch's ``dim=``/``keepdim=`` too (through args.torch_names)."""
     import inspect
 
-    from tapegrad.tensor_methods import TensorMethods
-
     found = [(f"ops.{n}", getattr(tg.ops, n)) for n in tg.ops.__all__]
-    found += [(f"Tensor.{n}", f) for n, f in vars(TensorMethods).items()
+    found += [(f"Tensor.{n}", f) for n, f in vars(tg.Tensor).items()
               if callable(f) and not n.startswith("_")]
     missing = []
     for name, f in found:

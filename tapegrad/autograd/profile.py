@@ -16,6 +16,7 @@ import os
 import weakref
 from dataclasses import asdict, dataclass, fields
 
+from ..errors import ArgumentError
 from . import instrument
 from .instrument import raw
 
@@ -153,8 +154,6 @@ class profile(instrument.Observer):
         keys = (by,) if isinstance(by, str) else tuple(by)
         for k in keys:
             if k not in ("layer", "op"):
-                from ..errors import ArgumentError
-
                 raise ArgumentError(f"profile.summary: by must be 'layer', 'op' or "
                                     f"('layer', 'op'), got {by!r}")
         groups: dict = {}

@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from ..device import get_device
+from ..engine import grad as tape_grad
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..nn.container import ModuleList
 from ..nn.module import Module
-from ..tape import grad as tape_grad
 from ..tape import set_grad_enabled
 from ..tensor import Tensor, _wrap
 from ._matcheck import MAX_BYTES, MAX_DEPTH, MAX_EXTENT, MAX_ITEMS, MatFileError

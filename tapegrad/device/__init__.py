@@ -44,6 +44,12 @@ def _import_cupy():
     return _cupy
 
 
+def cupy_unavailable_reason() -> str | None:
+    """Why CuPy cannot be used here (the import's or the runtime's error), or None."""
+    _import_cupy()
+    return _cupy_error
+
+
 def cupy_available() -> bool:
     """True when CuPy imports and sees at least one GPU."""
     return _import_cupy() is not None

@@ -40,25 +40,6 @@ class ArrayBackend:
         return out
 
 
-def sum_to_shape(g, shape):
-    """Sum a broadcast gradient ``g`` back down to ``shape``.
-
-    Works on raw arrays and on Tensors (only ``.sum`` and ``.reshape`` are
-    used), which is how the engine serves both plain and ``create_graph``
-    backward with one function.
-    """
-    gshape = g.shape
-    lead = len(gshape) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1
-    )
-    if axes:
-        g = g.sum(axis=axes, keepdims=True)
-    if lead or g.shape != tuple(shape):
-        g = g.reshape(shape)
-    return g
-
-
 def is_basic_index(index) -> bool:
     """True for ints, slices, None and Ellipsis only (NumPy's basic indexing)."""
     items = index if isinstance(index, tuple) else (index,)

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import DeviceError
-from . import _import_cupy
+from . import _import_cupy, cupy_unavailable_reason
 
 __all__ = ["elementwise", "reduction", "raw", "registered", "on_cuda", "launch", "ctype",
            "FLOATS", "KernelSpec", "RawKernelSpec"]
@@ -76,9 +76,7 @@ def on_cuda(xp) -> bool:
 def _cupy():
     cupy = _import_cupy()
     if cupy is None:
-        from . import _cupy_error
-
-        raise DeviceError(f"kernel needs CuPy and a GPU ({_cupy_error})")
+        raise DeviceError(f"kernel needs CuPy and a GPU ({cupy_unavailable_reason()})")
     return cupy
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from ..device import cpu as _cpu
 from ..dtypes import FLOAT, KEEP_NOT_BOOL, as_dtype, fit_number, int_input
 from ..errors import ArgumentError, DTypeError, describe
+from ..grad_mode import is_grad_enabled
 from ..tape import Function
 from ..tensor import Tensor, _wrap
 from .smooth import Erf
@@ -421,6 +422,15 @@ def where(cond, x=None, y=None):
     if x is None or y is None:
         raise ArgumentError("where: pass both x and y, or neither (for the indices of cond)")
     return Where.apply(c, x, y)
+
+
+def zero_gradient(out, *inputs):
+    """``out`` with a zero gradient to each of ``inputs`` that requires grad, as
+    PyTorch's rules that ignore an input (addmm with beta=0, normal, bernoulli)."""
+    for x in inputs:
+        if isinstance(x, Tensor) and x.requires_grad and is_grad_enabled():
+            out = where(out.device.xp.zeros(out.shape, dtype=bool), x, out)
+    return out
 
 
 class Clip(Function):

@@ -65,9 +65,7 @@ def matmul(a, b):
     """
     if (type(a) is not Tensor or type(b) is not Tensor) and (
             getattr(a, "is_sparse", False) or getattr(b, "is_sparse", False)):
-        from ..sparse import matmul as sparse_matmul  # a sparse operand: tapegrad.sparse
-
-        return sparse_matmul(a, b)
+        return (a if getattr(a, "is_sparse", False) else b)._product("matmul", a, b)
     return MatMul.apply(int_input(MatMul, a), int_input(MatMul, b))
 
 

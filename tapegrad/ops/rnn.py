@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..creation import zeros
 from ..device import pool
 from ..dtypes import REFUSE, check_same_float, int_input
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
+from ..tensor import _wrap
 from . import activation, linalg, reduction, shape
 
 __all__ = ["rnn_cell", "lstm_cell", "gru_cell", "rnn_layer"]
@@ -529,9 +529,9 @@ def rnn_layer(x, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None, *, mode="
                               weight_hr, sizes)
     batch, steps = sizes[0], len(sizes)
     if h0 is None:
-        h0 = zeros(batch, n_out, dtype=x.dtype, device=x.device)
+        h0 = _wrap(x.device.xp.zeros((batch, n_out), x.dtype), x.device, None, 0, False)
     if lstm and c0 is None:
-        c0 = zeros(batch, hid, dtype=x.dtype, device=x.device)
+        c0 = _wrap(x.device.xp.zeros((batch, hid), x.dtype), x.device, None, 0, False)
     # b_hh stays in each step (folded into b_ih, the two would get one gradient array)
     xw = linalg.linear(x, weight_ih, bias_ih)  # (T, B, I) -> (T, B, G) or (N, I) -> (N, G)
     w_t = weight_hh.device.xp.ascontiguousarray(weight_hh.array.T)  # (G, H_out) -> (H_out, G)

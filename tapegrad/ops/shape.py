@@ -8,7 +8,9 @@ from ..args import normalize_axes, normalize_axis, raw, torch_names
 from ..device.backend import is_basic_index
 from ..dtypes import fit_number, result_type
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError, describe
+from ..return_types import ValuesIndices
 from ..tape import Function
+from ..tensor import Tensor, _wrap
 from .elementwise import cast
 
 __all__ = ["reshape", "flatten", "transpose", "permute", "swapaxes", "broadcast_to",
@@ -740,8 +742,6 @@ def triu(x, diagonal=0):
 def _order(op, x, axis, descending):
     """Stable argsort of ``x`` along ``axis``: ties keep their order, NaN sorts as the
     largest value (first when descending), as PyTorch's CPU sort."""
-    from ..tensor import Tensor, _wrap
-
     t = x if isinstance(x, Tensor) else Tensor(x)
     if t.ndim == 0:  # PyTorch: a 0-d input takes axis 0 or -1
         normalize_axis(op, t.shape, axis, extra=1)
@@ -767,8 +767,6 @@ def sort(x, axis=-1, descending=False, stable=False):
 
     >>> values, indices = ops.sort(x, dim=1, descending=True)
     """
-    from ..tensor_methods import ValuesIndices
-
     t, d, idx = _order("sort", x, axis, descending)
     return ValuesIndices(t if t.ndim == 0 else gather(t, d, idx), idx)
 
@@ -782,8 +780,6 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
 
     >>> values, indices = ops.topk(scores, 5, dim=1)
     """
-    from ..tensor_methods import ValuesIndices
-
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
         raise ArgumentError(f"topk: k must be an int, got {k!r}")
     t, d, idx = _order("topk", x, axis, largest)

@@ -9,7 +9,7 @@ import math
 
 from ..args import is_int
 from ..errors import ArgumentError, ArgumentTypeError, StateDictError
-from .lr_scheduler import (
+from .lr_scheduler_base import (
     LRScheduler,
     _check_int,
     _check_optimizer,

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import device_of_array, get_device, to_host
+from ..engine import grad as tape_grad
 from ..errors import ArgumentError, TapegradError
-from ..tape import grad as tape_grad
 from ..tensor import Tensor
 
 __all__ = ["compare_devices", "evaluate_on", "DeviceMismatchError", "RANDOM_OPS"]

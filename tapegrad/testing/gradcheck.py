@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import to_host
+from ..engine import grad as tape_grad
 from ..errors import TapegradError
 from ..tape import enable_grad, no_grad
-from ..tape import grad as tape_grad
 from ..tensor import Tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "directional_gradcheck", "GradcheckError"]

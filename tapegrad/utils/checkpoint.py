@@ -27,7 +27,7 @@ from collections.abc import Callable
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from .. import engine, prune, random, tape
+from .. import engine, random, tape, walks
 from ..errors import ArgumentError, GraphError, describe
 from ..grad_mode import enable_grad, is_grad_enabled
 from ..tape import Function, _entry
@@ -115,7 +115,7 @@ class _Segment:
             from .. import memory_sim
 
             owned = set(self.sizes) - self.kept
-            order, sinks = prune._segment(self.start)({key[0] for key, *_ in self.seeds})
+            order, sinks = walks._segment(self.start)({key[0] for key, *_ in self.seeds})
             saved = sum(self.sizes[k] for k in owned)
             res = memory_sim.simulate(order, self.keys, self.sizes, owned, saved, self.seeds,
                                       memory_sim.captured, sinks)
@@ -347,7 +347,7 @@ def _replay(roots, grads, graph, capture, start):
     them later with their full gradient: their retain_grad() tensors must get it
     then, not also this partial one now, so the sinks' ``retained`` is hidden
     while the segment replays."""
-    segment = prune._segment(start)
+    segment = walks._segment(start)
     hidden = {}
 
     def walk(stack):

@@ -31,9 +31,9 @@ import warnings
 import numpy as np
 import pytest
 
+from tapegrad.engine import grad as tape_grad
 from tapegrad.errors import DTypeError, ShapeError
 from tapegrad.tape import Function
-from tapegrad.tape import grad as tape_grad
 from tapegrad.tensor import Tensor, get_default_dtype
 from tapegrad.testing.specs import OpSpec, all_specs
 

@@ -1,4 +1,5 @@
-"""Backward over part of the tape: the walks ``run_backward(walk=...)`` takes.
+"""The walks over the tape: every entry the roots reach (:func:`entries`, what a
+backward replays), and the parts of it ``run_backward(walk=...)`` takes.
 
 The normal backward replays every entry reachable from the roots. Two callers
 want less, and get it as ``(order, sinks)`` -- the entries to replay, and those
@@ -14,8 +15,34 @@ among them whose outputs' gradients are wanted but whose vjp must not run:
 
 from __future__ import annotations
 
-from . import engine
-from .errors import GraphError, describe
+from operator import attrgetter
+
+_by_seq = attrgetter("seq")
+
+
+def _reachable(nodes):
+    """The entries reachable from ``nodes``, consumers before producers (an
+    explicit stack, never recursion; recording order is a topological order)."""
+    stack = list(nodes)
+    seen = set(stack)
+    found = list(stack)  # in discovery order: mostly sorted already, which sort() is fast at
+    while stack:
+        for _, target, out_nr, _, _ in stack.pop().edges:
+            if out_nr >= 0 and target not in seen:
+                seen.add(target)
+                stack.append(target)
+                found.append(target)
+    found.sort(key=_by_seq, reverse=True)
+    return found
+
+
+def entries(*tensors):
+    """The tape entries behind ``tensors``, in the order backward replays them.
+
+    For inspection: ``[e.name for e in tapegrad.tape.entries(loss)]``, or the
+    arrays each keeps for its vjp (``e.saved``).
+    """
+    return _reachable({t._node for t in tensors if t._node is not None})
 
 
 def _toward(leaf_ids: set, node_keys: set):
@@ -29,7 +56,7 @@ def _toward(leaf_ids: set, node_keys: set):
     producers = {node for node, _ in node_keys}
 
     def walk(stack):
-        order = engine._reachable(stack)
+        order = _reachable(stack)
         leads = set()
         for node in reversed(order):  # producers before consumers
             for _, target, k, _, _ in node.edges:
@@ -57,54 +84,7 @@ def _segment(start: int):
                     seen.add(target)
                     if target.seq >= start:
                         todo.append(target)
-        order = sorted(seen, key=engine._by_seq, reverse=True)
+        order = sorted(seen, key=_by_seq, reverse=True)
         return order, {n for n in seen if n.seq < start}
 
     return walk
-
-
-def backward_into(tensors, seeds, inputs, retain_graph, create_graph) -> None:
-    """``backward(inputs=...)``: accumulate into the ``.grad`` of ``inputs`` only
-    (leaves or not), replaying only the entries that lead to them."""
-    inputs = [inputs] if isinstance(inputs, engine.Tensor) else list(inputs)
-    if not inputs:
-        raise GraphError("backward: inputs= is empty; pass the tensors to accumulate "
-                         "gradients into, or leave inputs=None for every leaf")
-    unique = {}
-    for t in inputs:
-        if not isinstance(t, engine.Tensor) or not t.requires_grad:
-            raise GraphError(f"backward: every tensor in inputs= must require grad, got "
-                             f"{describe(t)}")
-        unique.setdefault(id(t), t)
-    inputs = list(unique.values())
-    capture = {id(t): (t, i) for i, t in enumerate(inputs)}
-    leaf_ids = {id(t) for t in inputs if t._node is None}
-    node_keys = {(t._node, t._out_nr) for t in inputs if t._node is not None}
-    found = engine.run_backward(tensors, seeds, retain_graph, create_graph, capture,
-                                _toward(leaf_ids, node_keys))
-    # the inputs get their .grad after the walk: their hooks may still queue_callback()
-    # (DistributedDataParallel's do), so a queue is open while they run, drained after
-    outer, engine._callbacks.queue = engine._callbacks.queue, []
-    try:
-        for i, t in enumerate(inputs):
-            g = found.get(i, [None])[0]
-            if g is None or _retained(t):  # a retain_grad() tensor got its .grad on the way
-                continue
-            engine._accumulate_leaf(t, g, create_graph)
-            hooks = engine._post_hooks.get(id(t)) if t._node is None else None
-            if hooks is not None and hooks[0]() is t:
-                for hook in list(hooks[1]):
-                    hook(t)
-        queue = engine._callbacks.queue
-        while queue:  # callbacks may queue more callbacks
-            queue.pop(0)()
-    finally:
-        engine._callbacks.queue = outer
-
-
-def _retained(t) -> bool:
-    node = t._node
-    if node is None or node.retained is None:
-        return False
-    ref = node.retained.get(t._out_nr)
-    return ref is not None and ref() is t
