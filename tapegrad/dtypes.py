@@ -45,7 +45,7 @@ def get_default_dtype():
     return _default_dtype
 
 __all__ = ["check_differentiable", "result_type", "check_same_float", "as_dtype", "int_dtype",
-           "int_input", "INT_RULES"]
+           "int_input", "INT_RULES", "acc_dtype", "upcast", "downcast"]
 
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
@@ -184,8 +184,9 @@ def int_dtype(fn, dt: np.dtype, detail: str = "") -> np.dtype:
     if rule == FLOAT or (rule == FLOAT_NOT_BOOL and dt.kind != "b"):
             return get_default_dtype()
     kind = "bool" if dt.kind == "b" else "integer"
+    name = getattr(fn, "op_name", fn.__name__)  # a declared unary op's public name
     raise DTypeError(
-        f"{fn.__name__}: {kind} input ({detail or dt}) is not supported, as in PyTorch (which "
+        f"{name}: {kind} input ({detail or dt}) is not supported, as in PyTorch (which "
         "raises for it too); cast it to a floating dtype first, e.g. x.float() or "
         "x.astype('float32')")
 
@@ -219,3 +220,29 @@ def int_input(fn, x):
         return x
     target = int_dtype(fn, dt, describe(x))
     return x if target == dt else x.astype(target)
+
+
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+
+
+# ------------------------------------------------------------ float16 rule
+# float16 math accumulates in float32 and returns float16, as PyTorch's does; other
+# dtypes are untouched and not copied. Every op family uses these three.
+
+def acc_dtype(dtype):
+    """The ``dtype=`` a reduction of ``dtype`` accumulates in: float32 for
+    float16 (PyTorch's accumulation type: a float16 sum of 4096 values of
+    1000 would overflow), ``None`` (the array's own rule) for anything else."""
+    return _F32 if dtype == _F16 else None
+
+
+def upcast(a):
+    """``a`` (array or Tensor) in its accumulation dtype: a float32 copy of
+    float16, ``a`` itself otherwise (float32/float64 are not copied)."""
+    return a.astype(_F32) if a.dtype == _F16 else a
+
+
+def downcast(a, dtype):
+    """A result computed on :func:`upcast` inputs, back in the input ``dtype``."""
+    return a.astype(_F16) if dtype == _F16 else a

@@ -37,10 +37,9 @@ import numpy as np
 
 from . import ops
 from .device import cpu, get_device
-from .dtypes import as_dtype, check_differentiable
+from .dtypes import as_dtype, check_differentiable, downcast, upcast
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, GraphError, ShapeError, describe
 from .grad_mode import is_grad_enabled
-from .ops.reduction import downcast, upcast
 from .printing import tensor_repr
 from .tape import Function
 from .tensor import Tensor, _is_device, _wrap, get_default_dtype, tensor

@@ -6,7 +6,7 @@ import numbers
 
 from .. import ops
 from ..errors import ArgumentError
-from ..ops.smooth import GELU_APPROXIMATIONS
+from ..ops.activation import GELU_APPROXIMATIONS
 from . import init as _init
 from ._util import new_param
 from .module import Module

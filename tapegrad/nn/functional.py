@@ -21,7 +21,6 @@ from ..ops import activation as _activation
 from ..ops import losses as _losses
 from ..ops import pad as _numpy_pad
 from ..ops import pairwise as _pairwise
-from ..ops import smooth as _smooth
 
 # index arrays of the non-constant modes are NumPy's pad of arange(n)
 _NUMPY_MODE = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
@@ -147,7 +146,7 @@ def silu(input, inplace=False):  # noqa: A002 - PyTorch's names
 
     >>> F.silu(x)
     """
-    return _smooth.silu(input)
+    return _activation.silu(input)
 
 
 def elu(input, alpha=1.0, inplace=False):  # noqa: A002 - PyTorch's names
@@ -156,7 +155,7 @@ def elu(input, alpha=1.0, inplace=False):  # noqa: A002 - PyTorch's names
 
     >>> F.elu(x, alpha=0.5)
     """
-    return _smooth.elu(input, alpha)
+    return _activation.elu(input, alpha)
 
 
 # F.logsigmoid, F.softsign, F.tanhshrink and F.glu are the ops; these add ``inplace``

@@ -14,9 +14,9 @@ result equals BatchNorm on the concatenated batch.
 
 from __future__ import annotations
 
+from ..dtypes import downcast, upcast
 from ..errors import ShapeError
 from ..ops.normalization import _dims, _ema, _row, _rowdot, _rowsum
-from ..ops.reduction import downcast, upcast
 from ..tape import Function
 from ..utils.checkpoint import is_recomputing
 from .normalization import _BatchNorm

@@ -1,4 +1,4 @@
-"""ONNX mappings of the pointwise families: elementwise, activation, smooth,
+"""ONNX mappings of the pointwise families: elementwise, special, activation, softmaxes,
 reduction and linalg -- one small function per op class.
 
 Where ONNX has the op with tapegrad's semantics it is used (Relu, Elu, Selu,
@@ -18,7 +18,7 @@ import numpy as np
 from ..args import normalize_axes, normalize_axis
 from ..ops import activation as act
 from ..ops import elementwise as ew
-from ..ops import linalg, pairwise, reduction, smooth
+from ..ops import linalg, pairwise, reduction, softmaxes, special
 from ..tensor import Tensor
 from .export_graph import mapping
 from .trace import COMPARISONS, LOGICAL
@@ -53,7 +53,7 @@ for _cls, _op in ((act.ReLU, "Relu"), (act.Sigmoid, "Sigmoid"), (act.Tanh, "Tanh
                   (act.Hardswish, "HardSwish"), (act.Softsign, "Softsign"), (ew.Neg, "Neg"),
                   (ew.Exp, "Exp"), (ew.Log, "Log"), (ew.Sqrt, "Sqrt"), (ew.Abs, "Abs"),
                   (ew.Sin, "Sin"), (ew.Cos, "Cos"), (ew.Asin, "Asin"), (ew.Acos, "Acos"),
-                  (ew.Atan, "Atan"), (smooth.Erf, "Erf"),
+                  (ew.Atan, "Atan"), (special.Erf, "Erf"),
                   (ew.ToDevice, "Identity")):
     mapping(_cls)(_unary(_op))
 
@@ -209,11 +209,11 @@ def _glu(g, c):
     g.node("Mul", [a, g.node("Sigmoid", [b])], [c.out])
 
 
-# ------------------------------------------------------------------- smooth
+# ------------------------------------------------------------ softmaxes, GELU, ...
 
 def _softmax(op_type, name):
     def emit(g, c):
-        axis = smooth._class_axis(name, c.info("x"), c.a["axis"])
+        axis = softmaxes._class_axis(name, c.info("x"), c.a["axis"])
         if axis == ():  # a 0-d input: softmax is 1, log_softmax 0
             x = c.x("x")
             g.node("Add", [g.node("Mul", [x, g.scalar(0, x)]),
@@ -223,35 +223,35 @@ def _softmax(op_type, name):
     return emit
 
 
-mapping(smooth.Softmax)(_softmax("Softmax", "softmax"))
-mapping(smooth.LogSoftmax)(_softmax("LogSoftmax", "log_softmax"))
+mapping(softmaxes.Softmax)(_softmax("Softmax", "softmax"))
+mapping(softmaxes.LogSoftmax)(_softmax("LogSoftmax", "log_softmax"))
 
 
-@mapping(smooth.GELU)
+@mapping(act.GELU)
 def _gelu(g, c):
     x = c.x("x")
     half = g.node("Mul", [x, g.scalar(0.5, x)])
     if c.a["approximate"] == "tanh":  # 0.5 x (1 + tanh(beta (x + kappa x^3)))
         cube = g.node("Mul", [g.node("Mul", [x, x]), x])
-        inner = g.node("Add", [x, g.node("Mul", [cube, g.scalar(smooth._GELU_KAPPA, x)])])
-        t = g.node("Tanh", [g.node("Mul", [inner, g.scalar(smooth._GELU_BETA, x)])])
+        inner = g.node("Add", [x, g.node("Mul", [cube, g.scalar(act._GELU_KAPPA, x)])])
+        t = g.node("Tanh", [g.node("Mul", [inner, g.scalar(act._GELU_BETA, x)])])
     else:  # 0.5 x (1 + erf(x / sqrt 2))
         t = g.node("Erf", [g.node("Mul", [x, g.scalar(1 / math.sqrt(2), x)])])
     g.node("Mul", [half, g.node("Add", [t, g.scalar(1, x)])], [c.out])
 
 
-@mapping(smooth.SiLU)
+@mapping(act.SiLU)
 def _silu(g, c):
     x = c.x("x")
     g.node("Mul", [x, g.node("Sigmoid", [x])], [c.out])
 
 
-@mapping(smooth.ELU)
+@mapping(act.ELU)
 def _elu(g, c):
     g.node("Elu", [c.x("x")], [c.out], alpha=float(c.a["alpha"]))
 
 
-@mapping(smooth.Softplus)
+@mapping(act.Softplus)
 def _softplus(g, c):
     # PyTorch's: x where beta x > threshold, else log(1 + exp(beta x)) / beta
     x = c.x("x")
@@ -263,7 +263,7 @@ def _softplus(g, c):
     g.node("Where", [g.node("Greater", [z, g.scalar(threshold, x)]), x, soft], [c.out])
 
 
-@mapping(smooth.PReLU)
+@mapping(act.PReLU)
 def _prelu(g, c):
     x, w = c.info("x"), c.a["weight"]
     slope = _operand(g, c, "weight")

@@ -1,8 +1,9 @@
 """All differentiable ops, one module per family, each op's forward and vjp
 side by side. Everything here is also reachable as ``tapegrad.ops.NAME``.
 
-Families: elementwise, activation, smooth (softmax, GELU, SiLU, ELU, softplus,
-PReLU), reduction, shape, linalg (the core), and
+Families: elementwise (arithmetic and the math functions), special (erf),
+activation (every pointwise nonlinearity), softmaxes (softmax, log_softmax),
+reduction, shape, linalg (the core), and
 the layer set: conv, pool, normalization (batch, layer and group norm),
 localnorm (LRN, MatConvNet's spnorm and noffset), losses, pairwise (losses and
 similarities between two inputs), vl_loss (MatConvNet's vl_nnloss), dropout,
@@ -29,11 +30,12 @@ from . import (
     resample,
     rnn,
     shape,
-    smooth,
+    softmaxes,
+    special,
     vl_loss,
 )
 
-FAMILIES = (elementwise, activation, smooth, reduction, shape, linalg, conv, pool,
+FAMILIES = (elementwise, special, activation, softmaxes, reduction, shape, linalg, conv, pool,
             normalization, localnorm, losses, vl_loss, dropout, distance, embedding, resample,
             pairwise, rnn)
 __all__ = [name for fam in FAMILIES for name in fam.__all__]
@@ -55,5 +57,6 @@ from .reduction import *  # noqa: E402, F403
 from .resample import *  # noqa: E402, F403
 from .rnn import *  # noqa: E402, F403
 from .shape import *  # noqa: E402, F403
-from .smooth import *  # noqa: E402, F403
+from .softmaxes import *  # noqa: E402, F403
+from .special import *  # noqa: E402, F403
 from .vl_loss import *  # noqa: E402, F403

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..args import as_instance_weights, as_tensor, check_broadcasts, check_float
+from ..dtypes import downcast, upcast
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
-from .reduction import downcast, upcast
 
 __all__ = ["pdist"]
 

@@ -13,16 +13,16 @@ import numbers
 import numpy as np
 
 from ..device import cpu as _cpu
-from ..dtypes import FLOAT, KEEP_NOT_BOOL, as_dtype, fit_number, int_input
+from ..dtypes import FLOAT, KEEP_NOT_BOOL, as_dtype, fit_number
 from ..errors import ArgumentError, DTypeError, describe
 from ..grad_mode import is_grad_enabled
 from ..tape import Function
 from ..tensor import Tensor, _wrap
-from .smooth import Erf
+from .unary import NOTHING, OUTPUT, Unary
 
 __all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "log1p", "sqrt", "abs", "sign",
            "maximum", "minimum", "where", "clip", "cast", "sin", "cos", "asin", "acos", "atan",
-           "atan2", "erf"]
+           "atan2"]
 
 
 class Add(Function):
@@ -123,25 +123,22 @@ def div(x, y):
     return Div.apply(x, y)
 
 
-class Neg(Function):
-    differentiable_twice = True
-    int_inputs = KEEP_NOT_BOOL  # torch refuses -bool
-
-    @staticmethod
-    def forward(ctx, x):
-        return -x
-
-    @staticmethod
-    def backward(ctx, g):
-        return -g
-
-
-def neg(x):
+class Neg(Unary):
     """``-x``.
 
     >>> ops.neg(x)
     """
-    return Neg.apply(int_input(Neg, x))
+    int_inputs = KEEP_NOT_BOOL  # torch refuses -bool
+    saves = NOTHING
+
+    def f(xp, x):
+        return -x
+
+    def df(ctx, g, x, out):
+        return -g
+
+
+neg = Neg.public("neg")
 
 
 class Pow(Function):
@@ -209,121 +206,87 @@ def pow(x, p):
     return Pow.apply(x, p)
 
 
-class Exp(Function):
-    differentiable_twice = True
-    int_inputs = FLOAT
-
-    @staticmethod
-    def forward(ctx, x):
-        out = ctx.xp.exp(x)
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        (out,) = ctx.saved_tensors
-        return g * out
-
-
-def exp(x):
+class Exp(Unary):
     """``e ** x``; the vjp reuses the output.
 
     >>> ops.exp(x)
     """
-    return Exp.apply(int_input(Exp, x))
+    saves = OUTPUT
+
+    def f(xp, x):
+        return xp.exp(x)
+
+    def df(ctx, g, x, out):
+        return g * out
 
 
-class Log(Function):
-    differentiable_twice = True
-    int_inputs = FLOAT
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.xp.log(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g / x
+exp = Exp.public("exp")
 
 
-def log(x):
+class Log(Unary):
     """Natural logarithm.
 
     >>> ops.log(x)
     """
-    return Log.apply(int_input(Log, x))
+
+    def f(xp, x):
+        return xp.log(x)
+
+    def df(ctx, g, x, out):
+        return g / x
 
 
-class Log1p(Function):
-    differentiable_twice = True
-    int_inputs = FLOAT
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.xp.log1p(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g / (1 + x)
+log = Log.public("log")
 
 
-def log1p(x):
+class Log1p(Unary):
     """``log(1 + x)``, accurate for small ``x``.
 
     >>> ops.log1p(x)
     """
-    return Log1p.apply(int_input(Log1p, x))
+
+    def f(xp, x):
+        return xp.log1p(x)
+
+    def df(ctx, g, x, out):
+        return g / (1 + x)
 
 
-class Sqrt(Function):
-    differentiable_twice = True
-    int_inputs = FLOAT
-
-    @staticmethod
-    def forward(ctx, x):
-        out = ctx.xp.sqrt(x)
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        (out,) = ctx.saved_tensors
-        return g / (out * 2)
+log1p = Log1p.public("log1p")
 
 
-def sqrt(x):
+class Sqrt(Unary):
     """Square root; the vjp reuses the output.
 
     >>> ops.sqrt(x)
     """
-    return Sqrt.apply(int_input(Sqrt, x))
+    saves = OUTPUT
+
+    def f(xp, x):
+        return xp.sqrt(x)
+
+    def df(ctx, g, x, out):
+        return g / (out * 2)
 
 
-class Abs(Function):
-    differentiable_twice = True
-    int_inputs = KEEP_NOT_BOOL
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.xp.abs(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * ctx.xp.sign(x)
+sqrt = Sqrt.public("sqrt")
 
 
-def abs(x):
+class Abs(Unary):
     """``|x|``; gradient ``sign(x)`` (0 at 0).
 
     >>> ops.abs(x)
     """
-    return Abs.apply(int_input(Abs, x))
+    int_inputs = KEEP_NOT_BOOL
+
+    def f(xp, x):
+        return xp.abs(x)
+
+    def df(ctx, g, x, out):
+        return g * ctx.xp.sign(x)
+
+
+abs = Abs.public("abs")
 
 
 def sign(x):
@@ -504,119 +467,84 @@ class ToDevice(Function):
         return ctx.source.put(g)
 
 
-class Sin(Function):
-    differentiable_twice = True
-    int_inputs = FLOAT
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.xp.sin(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * ctx.xp.cos(x)
-
-
-def sin(x):
+class Sin(Unary):
     """Sine (radians); gradient ``cos(x)``.
 
     >>> ops.sin(x)
     """
-    return Sin.apply(int_input(Sin, x))
+
+    def f(xp, x):
+        return xp.sin(x)
+
+    def df(ctx, g, x, out):
+        return g * ctx.xp.cos(x)
 
 
-class Cos(Function):
-    differentiable_twice = True
-    int_inputs = FLOAT
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.xp.cos(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return -g * ctx.xp.sin(x)
+sin = Sin.public("sin")
 
 
-def cos(x):
+class Cos(Unary):
     """Cosine (radians); gradient ``-sin(x)``.
 
     >>> ops.cos(x)
     """
-    return Cos.apply(int_input(Cos, x))
+
+    def f(xp, x):
+        return xp.cos(x)
+
+    def df(ctx, g, x, out):
+        return -g * ctx.xp.sin(x)
 
 
-class Asin(Function):
-    differentiable_twice = True
-    int_inputs = FLOAT
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.xp.arcsin(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g / ctx.xp.sqrt(1 - x * x)
+cos = Cos.public("cos")
 
 
-def asin(x):
+class Asin(Unary):
     """Arcsine, in [-pi/2, pi/2] (NaN outside [-1, 1]); gradient ``1 / sqrt(1 - x^2)``.
 
     >>> ops.asin(x)
     """
-    return Asin.apply(int_input(Asin, x))
+
+    def f(xp, x):
+        return xp.arcsin(x)
+
+    def df(ctx, g, x, out):
+        return g / ctx.xp.sqrt(1 - x * x)
 
 
-class Acos(Function):
-    differentiable_twice = True
-    int_inputs = FLOAT
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.xp.arccos(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return -g / ctx.xp.sqrt(1 - x * x)
+asin = Asin.public("asin")
 
 
-def acos(x):
+class Acos(Unary):
     """Arccosine, in [0, pi]; gradient ``-1 / sqrt(1 - x^2)``.
 
     >>> ops.acos(x)
     """
-    return Acos.apply(int_input(Acos, x))
+
+    def f(xp, x):
+        return xp.arccos(x)
+
+    def df(ctx, g, x, out):
+        return -g / ctx.xp.sqrt(1 - x * x)
 
 
-class Atan(Function):
-    differentiable_twice = True
-    int_inputs = FLOAT
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.xp.arctan(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g / (1 + x * x)
+acos = Acos.public("acos")
 
 
-def atan(x):
+class Atan(Unary):
     """Arctangent, in (-pi/2, pi/2); gradient ``1 / (1 + x^2)``.
 
     >>> ops.atan(x)
     """
-    return Atan.apply(int_input(Atan, x))
+
+    def f(xp, x):
+        return xp.arctan(x)
+
+    def df(ctx, g, x, out):
+        return g / (1 + x * x)
+
+
+atan = Atan.public("atan")
 
 
 class Atan2(Function):
@@ -648,12 +576,3 @@ def atan2(y, x):
     >>> ops.atan2(y, x)
     """
     return Atan2.apply(y, x)
-
-
-def erf(x):
-    """The error function, within 1 ulp of ``math.erf`` in float64 (float16 is
-    computed in float32); gradient ``2 / sqrt(pi) * exp(-x**2)``.
-
-    >>> ops.erf(tapegrad.tensor([0.0, 1.0]))   # [0, 0.8427]
-    """
-    return Erf.apply(int_input(Erf, x))

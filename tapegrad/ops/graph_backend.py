@@ -8,7 +8,7 @@ twice differentiable, and must not set ``differentiable_twice``.
 from __future__ import annotations
 
 from ..tensor import Tensor
-from . import activation, elementwise, linalg, reduction, shape, smooth
+from . import activation, elementwise, linalg, reduction, shape, special
 
 
 class TensorBackend:
@@ -27,7 +27,7 @@ class TensorBackend:
     sin = staticmethod(elementwise.sin)
     cos = staticmethod(elementwise.cos)
     tanh = staticmethod(activation.tanh)
-    erf = staticmethod(smooth.Erf.apply)  # GELU's vjp; NumPy and CuPy have no erf
+    erf = staticmethod(special.Erf.apply)  # GELU's vjp; NumPy and CuPy have no erf
     broadcast_to = staticmethod(shape.broadcast_to)
     reshape = staticmethod(shape.reshape)
     expand_dims = staticmethod(shape.expand_dims)

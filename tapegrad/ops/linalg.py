@@ -8,11 +8,11 @@ import math
 
 from ..args import torch_names
 from ..device import pool
-from ..dtypes import KEEP_NOT_BOOL, REFUSE, check_same_float, int_input
+from ..dtypes import KEEP_NOT_BOOL, REFUSE, check_same_float, downcast, int_input, upcast
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
-from .reduction import downcast, normalize_axes, upcast
+from .reduction import normalize_axes
 
 __all__ = ["matmul", "linear", "norm"]
 

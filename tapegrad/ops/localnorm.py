@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ..args import check_float, raw
+from ..dtypes import downcast, upcast
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from . import shape as shape_ops
@@ -52,7 +53,6 @@ from .pool import (
     _Geometry,
     _inverse_divisor,
 )
-from .reduction import downcast, upcast
 
 __all__ = ["local_response_norm", "spnorm", "noffset"]
 

@@ -26,13 +26,13 @@ from ..args import as_tensor as _tensor  # noqa: F401  (re-exported until vl_los
 from ..args import check_float as _check_float  # noqa: F401  (as above)
 from ..args import const as _const  # noqa: F401  (as above)
 from ..device import device_of_array, get_array_module
+from ..dtypes import acc_dtype, downcast, upcast
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
 from . import _cuda_losses
-from .activation import sigmoid
-from .reduction import acc_dtype, downcast, upcast
-from .smooth import softmax, softplus
+from .activation import sigmoid, softplus
+from .softmaxes import softmax
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
            "binary_cross_entropy_with_logits",

@@ -39,12 +39,12 @@ import numpy as np
 
 from ..args import check_float, raw, torch_names
 from ..device import pool
+from ..dtypes import downcast, upcast
 from ..errors import ArgumentError, DeviceError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
 from ._cuda_normalization import bn_backward as _bn_backward
 from ._cuda_normalization import bn_forward as _bn_forward
-from .reduction import downcast, upcast
 
 __all__ = ["batch_norm", "layer_norm", "group_norm"]
 

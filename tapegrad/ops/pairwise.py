@@ -23,6 +23,7 @@ from ..args import (
     normalize_axis,
     torch_names,
 )
+from ..dtypes import upcast
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
@@ -30,7 +31,7 @@ from . import elementwise as _ew
 from .linalg import norm
 from .losses import SmoothL1Loss, _plain_denominator, _reduced
 from .losses import _elementwise_pair as _inputs
-from .reduction import mean, sum, upcast
+from .reduction import mean, sum
 
 __all__ = ["huber_loss", "binary_cross_entropy", "kl_div", "cosine_similarity", "normalize",
            "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss"]

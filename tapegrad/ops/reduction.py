@@ -1,8 +1,5 @@
 """Reductions over ``axis`` (None, an int or a tuple), with ``keepdims``.
 
-Also the float16 rule every op family shares: :func:`acc_dtype` /
-:func:`upcast` / :func:`downcast` (float16 math accumulates in float32 and
-returns float16, as PyTorch does; other dtypes are untouched and not copied).
 The ``axis`` argument is validated by :func:`tapegrad.args.normalize_axes`.
 """
 
@@ -11,35 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..args import normalize_axes, normalize_axis, torch_names
-from ..dtypes import FLOAT, INT64, REFUSE, int_input
+from ..dtypes import FLOAT, INT64, REFUSE, acc_dtype, downcast, int_input, upcast
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 
 __all__ = ["sum", "mean", "var", "std", "max", "min", "logsumexp", "cumsum", "prod"]
-
-_F16 = np.dtype(np.float16)
-_F32 = np.dtype(np.float32)
-
-
-# ------------------------------------------------------------ float16 rule
-
-def acc_dtype(dtype):
-    """The ``dtype=`` a reduction of ``dtype`` accumulates in: float32 for
-    float16 (PyTorch's accumulation type: a float16 sum of 4096 values of
-    1000 would overflow), ``None`` (the array's own rule) for anything else."""
-    return _F32 if dtype == _F16 else None
-
-
-def upcast(a):
-    """``a`` (array or Tensor) in its accumulation dtype: a float32 copy of
-    float16, ``a`` itself otherwise (float32/float64 are not copied)."""
-    return a.astype(_F32) if a.dtype == _F16 else a
-
-
-def downcast(a, dtype):
-    """A result computed on :func:`upcast` inputs, back in the input ``dtype``."""
-    return a.astype(_F16) if dtype == _F16 else a
-
 
 def _prepare(ctx, op, x, axis):
     """Record what backward needs to put the reduced axes back."""

@@ -35,11 +35,11 @@ import numbers
 import numpy as np
 
 from ..args import check_float, pair, raw, torch_names
+from ..dtypes import downcast, upcast
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
 from .pool import _index_dtype
-from .reduction import downcast, upcast
 
 __all__ = ["adaptive_avg_pool2d", "adaptive_max_pool2d", "interpolate", "pixel_shuffle",
            "pixel_unshuffle"]

@@ -13,13 +13,13 @@ from typing import NamedTuple
 from ..args import as_tensor as _tensor
 from ..args import check_float as _check_float
 from ..args import const as _const
+from ..dtypes import upcast
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
 from .activation import sigmoid
 from .losses import _class_targets, _gather, _onehot, _topk_wrong
-from .reduction import upcast
-from .smooth import softmax
+from .softmaxes import softmax
 
 __all__ = ["loss"]
 

@@ -318,8 +318,6 @@ for _label in ("bilinear 3->7", "bilinear 3->7 align_corners", "bilinear 7->3", 
 # spec id or name -> where tapegrad still differs from PyTorch. Strict: delete once fixed.
 INT_DEVIATIONS = {
     "rnn_cell": "integers refused (PyTorch's rnn_tanh_cell computes them in float32)",
-    "relu6": "integers refused (PyTorch keeps them)",
-    "hardtanh": "integers refused (PyTorch keeps them)",
     "conv2d": "integers refused (PyTorch keeps them)",
     "conv_transpose2d": "int64 refused (PyTorch keeps it)",
     "max_pool2d": "integers refused (PyTorch keeps them)",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
+from ...dtypes import upcast
 from ...errors import NonFiniteError
-from ...ops.reduction import upcast
 from ...tensor import Tensor, _wrap
 from . import rnn
 
