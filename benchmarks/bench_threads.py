@@ -111,7 +111,7 @@ def _by_chunks(fn, n):
 
 
 def _use_split(g):
-    work = g.n * g.o * g.ho * g.wo * g.kg * g.g  # forward MACs
+    work = g.n * g.o * g.ho * g.wo * g.kg * g.groups  # forward MACs
     return (MODE["mode"] in ("toggle", "global1") and g.n >= 2 and work >= MODE["min_work"])
 
 
@@ -130,18 +130,18 @@ def split_forward(ctx, x, w, b, stride=1, padding=0, dilation=1, groups=1):
     cols = np.empty((g.n, g.c, g.kh, g.kw, g.ho, g.wo), dtype=x.dtype)
     y = np.empty((g.n, g.o, g.ho, g.wo), dtype=x.dtype)
     wmat = CC.wmat(w, g)
-    ym = y.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)
-    colsm = cols.reshape(g.n, g.g, g.kg, g.ho * g.wo)
+    ym = y.reshape(g.n, g.groups, g.o // g.groups, g.ho * g.wo)
+    colsm = cols.reshape(g.n, g.groups, g.kg, g.ho * g.wo)
 
     def part(lo, hi):
         p = _part(g, hi - lo)  # (n, C, kh, kw, Ho, Wo) -> (n, G, Kg, P), a view
-        CC.im2col(np, x[lo:hi], p, cols[lo:hi].reshape(p.n, p.g, p.kg, p.ho * p.wo))
+        CC.im2col(np, x[lo:hi], p, cols[lo:hi].reshape(p.n, p.groups, p.kg, p.ho * p.wo))
         np.matmul(wmat, colsm[lo:hi], out=ym[lo:hi])
         if b is not None:
             y[lo:hi] += b.reshape(1, b.size, 1, 1)
 
     _by_chunks(part, g.n)
-    ctx.geom = g
+    ctx.geo = g
     ctx.save_for_backward(colsm if nw else None, w if nx else None, x if nx and nw else None)
     return y
 
@@ -154,10 +154,10 @@ def _gx_plan(gy, w, g):
             p = _part(g, hi - lo)
             gx[lo:hi] = C._input_grad(np, gy[lo:hi], w, p)  # its own im2col + GEMM
         return gx_part
-    if g.wo < C._CHANNELS_LAST_BELOW_WO and g.n * (g.c // g.g) >= 8 * g.wo:
+    if g.wo < C._CHANNELS_LAST_BELOW_WO and g.n * (g.c // g.groups) >= 8 * g.wo:
         return None
     wmat_t = CC.wmat(w, g).transpose(0, 2, 1)
-    gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)
+    gm = gy.reshape(g.n, g.groups, g.o // g.groups, g.ho * g.wo)
 
     def gx_part(lo, hi, gx):
         p = _part(g, hi - lo)
@@ -177,12 +177,12 @@ def split_grads(xp, gy, cols, w, g, nx, nw):
         return out["gx"], out["gw"]
     if not _numpy(xp) or not _use_split(g):
         return _orig_grads(xp, gy, cols, w, g, nx, nw)
-    og = g.o // g.g
-    gm = gy.reshape(g.n, g.g, og, g.ho * g.wo)
+    og = g.o // g.groups
+    gm = gy.reshape(g.n, g.groups, og, g.ho * g.wo)
     wide = cols.shape[2] >= 4 * og  # the single path's orientation choice
     buf = None
     if nw:
-        buf = np.empty((g.n, g.g) + ((g.kg, og) if wide else (og, g.kg)), dtype=gy.dtype)
+        buf = np.empty((g.n, g.groups) + ((g.kg, og) if wide else (og, g.kg)), dtype=gy.dtype)
     gx_part = _gx_plan(gy, w, g) if nx else None
     gx = None
     if gx_part is not None:
@@ -202,7 +202,7 @@ def split_grads(xp, gy, cols, w, g, nx, nw):
     gw = None
     if buf is not None:
         s = buf.sum(axis=0)  # over images, in order: the single path's sum
-        gw = (s.transpose(0, 2, 1) if wide else s).reshape(g.o, g.c // g.g, g.kh, g.kw)
+        gw = (s.transpose(0, 2, 1) if wide else s).reshape(g.o, g.c // g.groups, g.kh, g.kw)
     if nx and gx is None:
         gx = C._input_grad(np, gy, w, g)  # channels-last, in the caller
     return gx, gw

@@ -110,65 +110,65 @@ def _max_pool(node, g):
     return gbuf + routed + mask, {0: gbuf}  # the gradient is a view of the padded buffer
 
 
-def _im2col_bytes(g, size) -> tuple[int, int]:
-    """(padded copy, columns) of an im2col over geometry ``g`` (channels-last: the
+def _im2col_bytes(geo, size) -> tuple[int, int]:
+    """(padded copy, columns) of an im2col over geometry ``geo`` (channels-last: the
     NHWC copy, always made, and no columns; pointwise: neither, x is its columns)."""
-    if g.pointwise:
+    if geo.pointwise:
         return 0, 0
-    t, b, left, r = g.pad
-    padded = g.cl or t or b or left or r
-    pad = g.n * g.c * (g.h + t + b) * (g.w + left + r) * size if padded else 0
-    return pad, 0 if g.cl else g.n * g.c * g.kh * g.kw * g.ho * g.wo * size
+    t, b, left, r = geo.pad
+    padded = geo.cl or t or b or left or r
+    pad = geo.n * geo.c * (geo.h + t + b) * (geo.w + left + r) * size if padded else 0
+    return pad, 0 if geo.cl else geo.n * geo.c * geo.kh * geo.kw * geo.ho * geo.wo * size
 
 
-def _chunks(g, xp) -> int:
-    """How many chunks of images ops/conv.py's _by_images makes for conv ``g``."""
-    return pool.split_count(g.n, conv._work(g), xp)
+def _chunks(geo, xp) -> int:
+    """How many chunks of images ops/conv.py's _by_images makes for conv ``geo``."""
+    return pool.split_count(geo.n, conv._work(geo), xp)
 
 
 def _block_bytes(f, size, forward, products) -> int:
     """One chunk's temporaries in _conv_blocks.by_blocks over geometry ``f``: the block
     buffer, one image's forward result, a block's weight product."""
     rows, imgs = _conv_blocks.block_shape(f, size)
-    total = imgs * rows * f.wo * f.g * f.kg * size
+    total = imgs * rows * f.wo * f.groups * f.kg * size
     if forward:
         total += imgs * f.ho * f.wo * f.o * size
     if products and rows < f.ho:
-        total += f.g * f.kg * (f.o // f.g) * size
+        total += f.groups * f.kg * (f.o // f.groups) * size
     return total
 
 
-def _conv_input_grad(g, size, xp) -> int:
+def _conv_input_grad(geo, size, xp) -> int:
     """Peak of ops/conv.py's _input_grad above its start, its result included."""
-    gx = g.n * g.c * g.h * g.w * size
-    if g.pointwise:  # one GEMM per image, straight into gx
+    gx = geo.n * geo.c * geo.h * geo.w * size
+    if geo.pointwise:  # one GEMM per image, straight into gx
         return gx
-    if conv._correlates(g):  # correlation with the flipped kernel
-        f, _ = conv._correlation_geom(xp, g)
+    if conv._correlates(geo):  # correlation with the flipped kernel
+        f, _ = conv._correlation_geom(xp, geo)
         pad, cols = _im2col_bytes(f, size)
         if f.cl:
-            return pad + _chunks(g, xp) * _block_bytes(f, size, True, False) + gx
+            return pad + _chunks(geo, xp) * _block_bytes(f, size, True, False) + gx
         return max(pad + cols, cols + gx)
-    if conv._scatters_channels_last(xp, g):  # blocks of n images, one per thread at a time
-        n = conv._scatter_images(g, size)
-        threads = pool.split_count(-(-g.n // n), conv._work(g), xp)
-        gyt, gxt = n * g.o * g.ho * g.wo * size, n * g.c * g.h * g.w * size
-        gcols = g.kh * g.kw * n * g.c * g.ho * g.wo * size
-        wk = g.o * (g.c // g.g) * g.kh * g.kw * size
+    if conv._scatters_channels_last(xp, geo):  # blocks of n images, one per thread at a time
+        n = conv._scatter_images(geo, size)
+        threads = pool.split_count(-(-geo.n // n), conv._work(geo), xp)
+        gyt, gxt = n * geo.o * geo.ho * geo.wo * size, n * geo.c * geo.h * geo.w * size
+        gcols = geo.kh * geo.kw * n * geo.c * geo.ho * geo.wo * size
+        wk = geo.o * (geo.c // geo.groups) * geo.kh * geo.kw * size
         return gx + wk + threads * (gcols + max(gyt, gxt))  # the GEMM, then the scatter
-    gcols = g.n * g.c * g.kh * g.kw * g.ho * g.wo * size
+    gcols = geo.n * geo.c * geo.kh * geo.kw * geo.ho * geo.wo * size
     return gcols + gx
 
 
 def _conv2d(node, g):
     nx, nw, nb = node.needs_input_grad
-    geo = node.geom
+    geo = node.geo
     _, size = g
-    gw = geo.o * (geo.c // geo.g) * geo.kh * geo.kw * size
+    gw = geo.o * (geo.c // geo.groups) * geo.kh * geo.kw * size
     peak = 0
     if nw:
-        og, kg = geo.o // geo.g, geo.kg
-        per_image = geo.n * geo.g * kg * og * size  # the batched GEMM before its sum
+        og, kg = geo.o // geo.groups, geo.kg
+        per_image = geo.n * geo.groups * kg * og * size  # the batched GEMM before its sum
         # the transposed (or reordered, channels-last) sum is copied by its reshape
         tail = gw if kg >= 4 * og or geo.cl else 0
         blocks = _chunks(geo, node.xp) * _block_bytes(geo, size, False, True) if geo.cl else 0
@@ -187,10 +187,11 @@ def _conv_transpose2d(node, g):
     # adjoint of, whose input that gradient has the shape of), then the GEMMs; or
     # channels-last, by blocks of it
     _, size = g
-    geo = node.geom
+    geo = node.geo
     pad, cols = _im2col_bytes(geo, size)
     nx, nw = node.needs_input_grad[:2]
-    prod = geo.n * geo.g * geo.kg * (geo.o // geo.g) * size if nw else 0  # weight products
+    # the weight products
+    prod = geo.n * geo.groups * geo.kg * (geo.o // geo.groups) * size if nw else 0
     if geo.cl:
         cols = _chunks(geo, node.xp) * _block_bytes(geo, size, nx, nw)
     return pad + cols + prod + _needed_bytes(node), {}

@@ -47,30 +47,30 @@ def cols_last(xp, cg):
     return cg >= MIN_CG and not kernels.on_cuda(xp)
 
 
-def gemm_weight(xp, w, g):
+def gemm_weight(xp, w, geo):
     """The weight as the forward GEMM's right operand: (O, Cg, kh, kw) ->
     (G, Og, Cg, kh, kw) -> (G, kh, kw, Cg, Og) -> (G, Kg, Og), a copy."""
-    og, cg = g.o // g.g, g.c // g.g
-    t = w.reshape(g.g, og, cg, g.kh, g.kw).transpose(0, 3, 4, 2, 1)
-    return xp.ascontiguousarray(t).reshape(g.g, g.kg, og)
+    og, cg = geo.o // geo.groups, geo.c // geo.groups
+    t = w.reshape(geo.groups, og, cg, geo.kh, geo.kw).transpose(0, 3, 4, 2, 1)
+    return xp.ascontiguousarray(t).reshape(geo.groups, geo.kg, og)
 
 
-def padded_buffer(xp, g, dtype):
+def padded_buffer(xp, geo, dtype):
     """An uninitialised array for :func:`nhwc` of the whole batch, (N, Hp, Wp, C)."""
-    t, b, left, r = g.pad
-    return xp.empty((g.n, g.h + t + b, g.w + left + r, g.c), dtype=dtype)
+    t, b, left, r = geo.pad
+    return xp.empty((geo.n, geo.h + t + b, geo.w + left + r, geo.c), dtype=dtype)
 
 
-def nhwc(xp, x, g, out=None):
+def nhwc(xp, x, geo, out=None):
     """x (N, C, H, W) -> xh (N, Hp, Wp, C), zero-padded, written into ``out`` (from
     :func:`padded_buffer`, or a slice of its images) or a new array. Only the padding
     is zeroed, by each chunk of images for its own (a whole-batch ``zeros`` in the
     caller took 0.4 ms of conv 32x32x32's 10 ms forward, before the split)."""
-    t, b, left, r = g.pad
+    t, b, left, r = geo.pad
     if out is None:
-        out = padded_buffer(xp, g, x.dtype)
+        out = padded_buffer(xp, geo, x.dtype)
     hp, wp = out.shape[1:3]
-    out[:, t:t + g.h, left:left + g.w] = x.transpose(0, 2, 3, 1)
+    out[:, t:t + geo.h, left:left + geo.w] = x.transpose(0, 2, 3, 1)
     for rows, cols in (((0, t), (0, wp)), ((hp - b, hp), (0, wp)),
                        ((t, hp - b), (0, left)), ((t, hp - b), (wp - r, wp))):
         if rows[1] > rows[0] and cols[1] > cols[0]:
@@ -78,37 +78,37 @@ def nhwc(xp, x, g, out=None):
     return out
 
 
-def unpad(xh, g):
+def unpad(xh, geo):
     """xh (N, Hp, Wp, C) -> x (N, C, H, W), a view."""
-    t, _, left, _ = g.pad
-    return xh[:, t:t + g.h, left:left + g.w].transpose(0, 3, 1, 2)
+    t, _, left, _ = geo.pad
+    return xh[:, t:t + geo.h, left:left + geo.w].transpose(0, 3, 1, 2)
 
 
-def _windows(xp, xh, g):
+def _windows(xp, xh, geo):
     """xh (N, Hp, Wp, C) -> a view (N, Ho, Wo, kh, kw, G, Cg) of every window. Ho fits
     the padded rows (a transposed conv's output_padding may leave more, which no
     output reads)."""
     s0, s1, s2, s3 = xh.strides
-    (sh, sw), (dh, dw), cg = g.stride, g.dilation, g.c // g.g
-    return strided_view(xp, xh, (g.n, g.ho, g.wo, g.kh, g.kw, g.g, cg),
+    (sh, sw), (dh, dw), cg = geo.stride, geo.dilation, geo.c // geo.groups
+    return strided_view(xp, xh, (geo.n, geo.ho, geo.wo, geo.kh, geo.kw, geo.groups, cg),
                         (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3 * cg, s3))
 
 
-def block_shape(g, itemsize):
+def block_shape(geo, itemsize):
     """``(rows, images)`` per block: at most BLOCK_BYTES of columns. Large images go
     by blocks of output rows, as even as they can be (14 + 14 + 4 rows become
     11 + 11 + 10); small ones whole, several images a block (LeNet's second conv: 4),
     so that there are fewer Python-level calls. Each BLAS call still covers one image
     (a batched matmul), so the grouping does not change any bits."""
-    image = g.wo * g.g * g.kg * itemsize  # one output row's columns
+    image = geo.wo * geo.groups * geo.kg * itemsize  # one output row's columns
     most = max(1, BLOCK_BYTES // image)
-    if most < g.ho:
-        count = -(-g.ho // most)
-        return -(-g.ho // count), 1
-    return g.ho, max(1, min(g.n, most // g.ho))
+    if most < geo.ho:
+        count = -(-geo.ho // most)
+        return -(-geo.ho // count), 1
+    return geo.ho, max(1, min(geo.n, most // geo.ho))
 
 
-def by_blocks(xp, xh, g, wmat=None, y=None, gy=None, prod=None, kg_rows=True):
+def by_blocks(xp, xh, geo, wmat=None, y=None, gy=None, prod=None, kg_rows=True):
     """Images of ``xh`` (N, Hp, Wp, C), block by block (:func:`block_shape`):
 
     * with ``wmat`` (:func:`gemm_weight`): the forward into ``y`` (N, O, Ho, Wo);
@@ -116,26 +116,28 @@ def by_blocks(xp, xh, g, wmat=None, y=None, gy=None, prod=None, kg_rows=True):
       (N, G, Kg, Og) if ``kg_rows`` else (N, G, Og, Kg), its blocks' products added
       in order.
     """
-    win = _windows(xp, xh, g)  # (N, Ho, Wo, kh, kw, G, Cg)
-    og, cg, p = g.o // g.g, g.c // g.g, g.ho * g.wo
-    rows, imgs = block_shape(g, xh.dtype.itemsize)
-    buf = xp.empty((g.g, imgs, rows * g.wo, g.kg), dtype=xh.dtype)
-    bufv = buf.reshape(g.g, imgs, rows, g.wo, g.kh, g.kw, cg)
+    win = _windows(xp, xh, geo)  # (N, Ho, Wo, kh, kw, G, Cg)
+    og, cg, p = geo.o // geo.groups, geo.c // geo.groups, geo.ho * geo.wo
+    rows, imgs = block_shape(geo, xh.dtype.itemsize)
+    buf = xp.empty((geo.groups, imgs, rows * geo.wo, geo.kg), dtype=xh.dtype)
+    bufv = buf.reshape(geo.groups, imgs, rows, geo.wo, geo.kh, geo.kw, cg)
     if wmat is not None:
-        ym = xp.empty((g.g, imgs, p, og), dtype=xh.dtype)  # the block's images' (G, ., P, Og)
-        yv = y.reshape(g.n, g.g, og, p)
+        # the block's images' (G, ., P, Og)
+        ym = xp.empty((geo.groups, imgs, p, og), dtype=xh.dtype)
+        yv = y.reshape(geo.n, geo.groups, og, p)
         wmat = wmat[:, None]  # (G, 1, Kg, Og): one GEMM per group and image
     if gy is not None:
-        gyv = gy.reshape(g.n, g.g, og, p)
+        gyv = gy.reshape(geo.n, geo.groups, og, p)
         # (N, G, ., .) -> (G, N, ., .), a view: the products' out per block
         prodv = prod.transpose(1, 0, 2, 3)
-        tmp = xp.empty((g.g, 1) + prod.shape[2:], dtype=prod.dtype) if rows < g.ho else None
-    for n0 in range(0, g.n, imgs):
-        n1 = min(g.n, n0 + imgs)
+        tmp = (xp.empty((geo.groups, 1) + prod.shape[2:], dtype=prod.dtype)
+               if rows < geo.ho else None)
+    for n0 in range(0, geo.n, imgs):
+        n1 = min(geo.n, n0 + imgs)
         k = n1 - n0
-        for r0 in range(0, g.ho, rows):
-            r1 = min(g.ho, r0 + rows)
-            p0, p1 = r0 * g.wo, r1 * g.wo
+        for r0 in range(0, geo.ho, rows):
+            r1 = min(geo.ho, r0 + rows)
+            p0, p1 = r0 * geo.wo, r1 * geo.wo
             # (k, rows, Wo, kh, kw, G, Cg) -> (G, k, rows, Wo, kh, kw, Cg), i.e. (G, k, m, Kg)
             bufv[:, :k, :r1 - r0] = win[n0:n1, r0:r1].transpose(5, 0, 1, 2, 3, 4, 6)
             cols = buf[:, :k, :p1 - p0]

@@ -71,26 +71,27 @@ extern "C" __global__ void tg_col2im(const ${T}* cols, ${T}* x, """ + _GEOMETRY 
 """)
 
 
-def _geometry(g, total):
-    t, _, left, _ = g.pad
+def _geometry(geo, total):
+    t, _, left, _ = geo.pad
     return (np.int64(total), *(np.int32(v) for v in (
-        g.h, g.w, g.kh, g.kw, g.ho, g.wo, g.stride[0], g.stride[1], t, left,
-        g.dilation[0], g.dilation[1])))
+        geo.h, geo.w, geo.kh, geo.kw, geo.ho, geo.wo, geo.stride[0], geo.stride[1], t, left,
+        geo.dilation[0], geo.dilation[1])))
 
 
-def im2col(xp, x, g, out=None):
+def im2col(xp, x, geo, out=None):
     """x (N, C, H, W) -> cols (N, G, Cg*kh*kw, Ho*Wo), contiguous, or into ``out``
     (``_conv_columns.im2col``; the kernel writes every element)."""
     x = xp.ascontiguousarray(x)
-    cols = xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=x.dtype) if out is None else out
-    kernels.launch(_im2col.build(T=x.dtype.name), cols.size, (x, cols, *_geometry(g, cols.size)))
+    cols = out if out is not None else xp.empty((geo.n, geo.groups, geo.kg, geo.ho * geo.wo),
+                                                x.dtype)
+    kernels.launch(_im2col.build(T=x.dtype.name), cols.size, (x, cols, *_geometry(geo, cols.size)))
     return cols
 
 
-def col2im(xp, gcols, g, dtype, out=None):
+def col2im(xp, gcols, geo, dtype, out=None):
     """gcols (N, G, Cg*kh*kw, Ho*Wo) -> gx (N, C, H, W), or into ``out``
     (``_conv_columns.col2im``; the kernel writes every element)."""
     gcols = xp.ascontiguousarray(gcols, dtype=dtype)
-    gx = xp.empty((g.n, g.c, g.h, g.w), dtype=dtype) if out is None else out
-    kernels.launch(_col2im.build(T=gx.dtype.name), gx.size, (gcols, gx, *_geometry(g, gx.size)))
+    gx = xp.empty((geo.n, geo.c, geo.h, geo.w), dtype=dtype) if out is None else out
+    kernels.launch(_col2im.build(T=gx.dtype.name), gx.size, (gcols, gx, *_geometry(geo, gx.size)))
     return gx

@@ -10,7 +10,7 @@ input cells are all ``-inf`` routes to its first cell inside the input. The
 backward gathers, for each input pixel, the gradients of the windows whose
 argmax it is, adding them in kernel-offset order as the CPU loop does -- no
 atomics, so the sums are deterministic. ``${I}`` is the saved index dtype
-(int8/int16/int32, ``pool._index_dtype``).
+(int8/int16/int32, ``pool.index_dtype``).
 """
 
 from __future__ import annotations

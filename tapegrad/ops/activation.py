@@ -18,7 +18,7 @@ from ..dtypes import FLOAT_NOT_BOOL, KEEP_NOT_BOOL, REFUSE, downcast, int_input,
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
-from .special import _INV_SQRT_2PI, _normal_cdf
+from .special import INV_SQRT_2PI, normal_cdf
 from .unary import OUTPUT, Unary
 
 __all__ = ["relu", "leaky_relu", "sigmoid", "tanh", "relu6", "hardtanh", "hardsigmoid",
@@ -490,7 +490,7 @@ class GELU(Function):
         if approximate == "tanh":
             out = xa * (0.5 * (1 + xp.tanh(_GELU_BETA * (xa + _GELU_KAPPA * (xa * xa * xa)))))
         else:
-            cdf = _normal_cdf(xp, xa)  # kept: the erf is most of the cost, and backward needs it
+            cdf = normal_cdf(xp, xa)  # kept: the erf is most of the cost, and backward needs it
             out = xa * cdf
         ctx.approximate = approximate
         if cdf is None:
@@ -514,8 +514,8 @@ class GELU(Function):
             d = 0.5 * (1 + t) + (0.5 * _GELU_BETA) * x * (1 - t * t) * (1 + 3 * _GELU_KAPPA * x2)
         else:
             if cdf is None:
-                cdf = _normal_cdf(xp, x)
-            d = cdf + x * (xp.exp(-0.5 * (x * x)) * _INV_SQRT_2PI)  # Phi + x phi
+                cdf = normal_cdf(xp, x)
+            d = cdf + x * (xp.exp(-0.5 * (x * x)) * INV_SQRT_2PI)  # Phi + x phi
         return g * d, None
 
 

@@ -131,24 +131,25 @@ def _check_common(op, x, w, b, groups, in_axis, out_axis):
 # bits. Off the host (CuPy, the fake device) the part runs once over the batch.
 
 
-def _part(g, lo, hi):
-    """The geometry of images lo..hi of ``g``."""
-    p = copy.copy(g)
+def _part(geo, lo, hi):
+    """The geometry of images lo..hi of ``geo``."""
+    p = copy.copy(geo)
     p.n = hi - lo
     return p
 
 
-def _by_images(xp, g, part):
+def _by_images(xp, geo, part):
     """Run ``part(lo, hi, geometry)`` over the batch, split across the pool when
     the conv is on the host and large enough (forward multiply-adds >=
     pool.MIN_WORK)."""
-    pool.parallel(g.n, lambda lo, hi: part(lo, hi, g if hi - lo == g.n else _part(g, lo, hi)),
-                  _work(g), xp)
+    pool.parallel(geo.n, lambda lo, hi: part(lo, hi, geo if hi - lo == geo.n else
+                                             _part(geo, lo, hi)),
+                  _work(geo), xp)
 
 
-def _work(g):
+def _work(geo):
     """The forward's multiply-adds: what :func:`_by_images` sizes its split by."""
-    return g.n * g.o * g.ho * g.wo * g.kg
+    return geo.n * geo.o * geo.ho * geo.wo * geo.kg
 
 
 # The channels-last col2im wins on short output rows (LeNet's Wo=8, k5: 2x) and
@@ -156,58 +157,58 @@ def _work(g):
 _CHANNELS_LAST_BELOW_WO = 12
 
 
-def _correlates(g):
+def _correlates(geo):
     """Whether :func:`_input_grad` takes the correlation of gy with the flipped kernel
     (stride 1, few output channels) rather than gcols + col2im."""
-    return g.stride == (1, 1) and g.o <= 2 * g.c
+    return geo.stride == (1, 1) and geo.o <= 2 * geo.c
 
 
-def _correlation_geom(xp, g):
-    """The conv :func:`_input_grad` runs for a correlating ``g`` (gy -> gx, stride 1):
+def _correlation_geom(xp, geo):
+    """The conv :func:`_input_grad` runs for a correlating ``geo`` (gy -> gx, stride 1):
     its geometry and the index that crops gy for it."""
-    dh, dw = g.dilation
-    t, _, left, _ = g.pad
+    dh, dw = geo.dilation
+    t, _, left, _ = geo.pad
     # pad gy by span-1-pad before and so that the result is (H, W) after (span-1-pad,
     # plus a transposed conv's output_padding); a negative amount crops instead
-    pt, pb = dh * (g.kh - 1) - t, g.h - g.ho + t
-    pl, pr = dw * (g.kw - 1) - left, g.w - g.wo + left
-    crop = (slice(None), slice(None), slice(max(0, -pt), g.ho - max(0, -pb)),
-            slice(max(0, -pl), g.wo - max(0, -pr)))
+    pt, pb = dh * (geo.kh - 1) - t, geo.h - geo.ho + t
+    pl, pr = dw * (geo.kw - 1) - left, geo.w - geo.wo + left
+    crop = (slice(None), slice(None), slice(max(0, -pt), geo.ho - max(0, -pb)),
+            slice(max(0, -pl), geo.wo - max(0, -pr)))
     f = _conv_columns.Geom()
-    f.n, f.c = g.n, g.o
-    f.h = g.ho - max(0, -pt) - max(0, -pb)
-    f.w = g.wo - max(0, -pl) - max(0, -pr)
-    f.batch = g.batch
-    f.o, f.kh, f.kw, f.g = g.c, g.kh, g.kw, g.g
-    f.stride, f.dilation = (1, 1), g.dilation
+    f.n, f.c = geo.n, geo.o
+    f.h = geo.ho - max(0, -pt) - max(0, -pb)
+    f.w = geo.wo - max(0, -pl) - max(0, -pr)
+    f.batch = geo.batch
+    f.o, f.kh, f.kw, f.groups = geo.c, geo.kh, geo.kw, geo.groups
+    f.stride, f.dilation = (1, 1), geo.dilation
     f.pad = (max(0, pt), max(0, pb), max(0, pl), max(0, pr))
-    f.ho, f.wo = g.h, g.w
+    f.ho, f.wo = geo.h, geo.w
     _set_layout(xp, f)
     return f, crop
 
 
-def _scatters_channels_last(xp, g):
+def _scatters_channels_last(xp, geo):
     """Whether the input gradient is :func:`_input_grad_channels_last` (short output rows
     and enough images and channels; a CPU layout trick: on CUDA the col2im kernel
     gathers)."""
-    return (not g.pointwise and not _correlates(g) and g.wo < _CHANNELS_LAST_BELOW_WO
-            and g.batch * (g.c // g.g) >= 8 * g.wo and not kernels.on_cuda(xp))
+    return (not geo.pointwise and not _correlates(geo) and geo.wo < _CHANNELS_LAST_BELOW_WO
+            and geo.batch * (geo.c // geo.groups) >= 8 * geo.wo and not kernels.on_cuda(xp))
 
 
-def _input_grad_by_images(xp, gy, w, g, out, bias=None):
+def _input_grad_by_images(xp, gy, w, geo, out, bias=None):
     """:func:`_input_grad` of the whole batch into ``out`` (plus ``bias``, for a
     transposed conv's forward), split across the pool by images -- except the
     channels-last scatter, whose GEMMs span images: it splits by blocks of its own."""
-    if _scatters_channels_last(xp, g):
-        _input_grad_channels_last(xp, gy, w, g, out)
+    if _scatters_channels_last(xp, geo):
+        _input_grad_channels_last(xp, gy, w, geo, out)
         if bias is not None:
-            _by_images(xp, g, lambda lo, hi, p: _add_bias(out[lo:hi], bias))
+            _by_images(xp, geo, lambda lo, hi, p: _add_bias(out[lo:hi], bias))
         return
-    _by_images(xp, g, lambda lo, hi, p: _add_bias(_input_grad(xp, gy[lo:hi], w, p, out[lo:hi]),
+    _by_images(xp, geo, lambda lo, hi, p: _add_bias(_input_grad(xp, gy[lo:hi], w, p, out[lo:hi]),
                                                   bias))
 
 
-def _input_grad(xp, gy, w, g, out=None):
+def _input_grad(xp, gy, w, geo, out=None):
     """The conv's input gradient (and a transposed conv's forward) of a chunk of images:
     gy (N, O, Ho, Wo), w (O, Cg, kh, kw) -> (N, C, H, W), a new contiguous array
     (or ``out``, a contiguous array of that shape). :func:`_input_grad_by_images` runs
@@ -220,32 +221,35 @@ def _input_grad(xp, gy, w, g, out=None):
     read-modify-write passes cost about twice a copy, hence ``O <= 2*C``.
     Pointwise: gx = W^T @ gy per image, straight into NCHW.
     """
-    if g.pointwise:  # (G, Kg, Og) @ (N, G, Og, P) -> (N, G, Kg, P), i.e. (N, C, H, W)
-        gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype) if out is None else out
-        gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
-        wt = _conv_columns.wmat(w, g).transpose(0, 2, 1)  # (G, Og, Kg) -> (G, Kg, Og)
-        xp.matmul(wt, gm, out=gx.reshape(g.n, g.g, g.kg, g.h * g.w))
+    if geo.pointwise:  # (G, Kg, Og) @ (N, G, Og, P) -> (N, G, Kg, P), i.e. (N, C, H, W)
+        gx = xp.empty((geo.n, geo.c, geo.h, geo.w), dtype=gy.dtype) if out is None else out
+        # (N, O, Ho, Wo) -> (N, G, Og, P)
+        gm = gy.reshape(geo.n, geo.groups, geo.o // geo.groups, geo.ho * geo.wo)
+        wt = _conv_columns.wmat(w, geo).transpose(0, 2, 1)  # (G, Og, Kg) -> (G, Kg, Og)
+        xp.matmul(wt, gm, out=gx.reshape(geo.n, geo.groups, geo.kg, geo.h * geo.w))
         return gx
-    if _correlates(g):
-        f, crop = _correlation_geom(xp, g)
+    if _correlates(geo):
+        f, crop = _correlation_geom(xp, geo)
         gy = gy[crop]
-        og, cg = g.o // g.g, g.c // g.g
+        og, cg = geo.o // geo.groups, geo.c // geo.groups
         # flipped kernel, in and out swapped within each group: (O, Cg, kh, kw) ->
         # (G, Og, Cg, kh, kw) -> (G, Cg, Og, kh, kw) -> (C, Og, kh, kw), f's weight
-        wf = w.reshape(g.g, og, cg, g.kh, g.kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
-        wf = wf.reshape(g.c, og, g.kh, g.kw)
+        wf = w.reshape(geo.groups, og, cg, geo.kh, geo.kw)[:, :, :, ::-1, ::-1]
+        wf = wf.transpose(0, 2, 1, 3, 4)
+        wf = wf.reshape(geo.c, og, geo.kh, geo.kw)
         if f.cl:  # the columns of gy never written whole
-            y = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype) if out is None else out
+            y = xp.empty((geo.n, geo.c, geo.h, geo.w), dtype=gy.dtype) if out is None else out
             _conv_blocks.by_blocks(xp, _conv_blocks.nhwc(xp, gy, f), f,
                                    wmat=_conv_blocks.gemm_weight(xp, wf, f), y=y)
             return y
         wf = _conv_columns.wmat(xp.ascontiguousarray(wf), f)
         return _conv_columns.gemm_forward(xp, _conv_columns.im2col(xp, gy, f), wf, f, out)
-    wmat = _conv_columns.wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
-    gm = gy.reshape(g.n, g.g, g.o // g.g, g.ho * g.wo)  # (N, O, Ho, Wo) -> (N, G, Og, P)
+    wmat = _conv_columns.wmat(w, geo)  # (O, Cg, kh, kw) -> (G, Og, Kg)
+    # (N, O, Ho, Wo) -> (N, G, Og, P)
+    gm = gy.reshape(geo.n, geo.groups, geo.o // geo.groups, geo.ho * geo.wo)
     # (G, Kg, Og) @ (N, G, Og, P) -> (N, G, Kg, P)
     gcols = xp.matmul(wmat.transpose(0, 2, 1), gm)
-    return _conv_columns.col2im(xp, gcols, g, gy.dtype, out)
+    return _conv_columns.col2im(xp, gcols, geo, gy.dtype, out)
 
 
 # The channels-last scatter's blocks of images: an even count of them (two threads share
@@ -255,16 +259,17 @@ def _input_grad(xp, gy, w, g, out=None):
 SCATTER_BLOCK_BYTES = 8 << 20
 
 
-def _scatter_images(g, itemsize):
+def _scatter_images(geo, itemsize):
     """Images per block of :func:`_input_grad_channels_last`: from the shape alone, so
     every thread count runs the same GEMMs."""
-    per_image = (g.kh * g.kw * g.ho * g.wo + g.h * g.w) * g.c * itemsize + g.ho * g.wo * g.o
-    blocks = -(-g.n * per_image // SCATTER_BLOCK_BYTES)
-    blocks = min(g.n, max(2, blocks + blocks % 2))
-    return -(-g.n // blocks)
+    per_image = ((geo.kh * geo.kw * geo.ho * geo.wo + geo.h * geo.w) * geo.c * itemsize
+                 + geo.ho * geo.wo * geo.o)
+    blocks = -(-geo.n * per_image // SCATTER_BLOCK_BYTES)
+    blocks = min(geo.n, max(2, blocks + blocks % 2))
+    return -(-geo.n // blocks)
 
 
-def _input_grad_channels_last(xp, gy, w, g, out):
+def _input_grad_channels_last(xp, gy, w, geo, out):
     """:func:`_input_grad` by col2im with (n, Cg) innermost, for narrow outputs
     (small Wo), where the NCHW scatter would run numpy's inner loop over only
     Wo elements. Of the whole batch, by blocks of n images (:func:`_scatter_images`)
@@ -277,35 +282,36 @@ def _input_grad_channels_last(xp, gy, w, g, out):
     on AVX2's Haswell kernels other rows are tail rows than on AVX-512's), so chunks
     of images would give other bits at other thread counts.
     """
-    og, cg = g.o // g.g, g.c // g.g
+    og, cg = geo.o // geo.groups, geo.c // geo.groups
     # (O, Cg, kh, kw) -> (G, Og, Cg, kh, kw) -> (kh, kw, G, Og, Cg) -> (kh*kw, G, Og, Cg)
-    wk = xp.ascontiguousarray(w.reshape(g.g, og, cg, g.kh, g.kw).transpose(3, 4, 0, 1, 2))
-    wk = wk.reshape(g.kh * g.kw, g.g, og, cg)
-    offsets = list(_conv_columns.offsets(g))
-    per = _scatter_images(g, gy.dtype.itemsize)
+    wk = xp.ascontiguousarray(w.reshape(geo.groups, og, cg, geo.kh, geo.kw)
+                              .transpose(3, 4, 0, 1, 2))
+    wk = wk.reshape(geo.kh * geo.kw, geo.groups, og, cg)
+    offsets = list(_conv_columns.offsets(geo))
+    per = _scatter_images(geo, gy.dtype.itemsize)
 
     def block(n0, n1):  # images n0..n1
         n = n1 - n0
         # (n, O, Ho, Wo) -> (n, G, Og, Ho, Wo) -> (G, Ho, Wo, n, Og) -> (G, Ho*Wo*n, Og)
-        gyt = xp.empty((g.g, g.ho, g.wo, n, og), dtype=gy.dtype)
-        gyt[...] = gy[n0:n1].reshape(n, g.g, og, g.ho, g.wo).transpose(1, 3, 4, 0, 2)
+        gyt = xp.empty((geo.groups, geo.ho, geo.wo, n, og), dtype=gy.dtype)
+        gyt[...] = gy[n0:n1].reshape(n, geo.groups, og, geo.ho, geo.wo).transpose(1, 3, 4, 0, 2)
         # (G, Ho*Wo*n, Og) @ (kh*kw, G, Og, Cg) -> (kh*kw, G, Ho*Wo*n, Cg)
-        gcols = xp.matmul(gyt.reshape(g.g, g.ho * g.wo * n, og), wk)
+        gcols = xp.matmul(gyt.reshape(geo.groups, geo.ho * geo.wo * n, og), wk)
         del gyt
         # (kh*kw, G, Ho*Wo*n, Cg) -> (kh, kw, G, Ho, Wo, n, Cg)
-        gcols = gcols.reshape(g.kh, g.kw, g.g, g.ho, g.wo, n, cg)
-        gxt = xp.zeros((g.g, g.h, g.w, n, cg), dtype=gy.dtype)  # (G, H, W, n, Cg)
+        gcols = gcols.reshape(geo.kh, geo.kw, geo.groups, geo.ho, geo.wo, n, cg)
+        gxt = xp.zeros((geo.groups, geo.h, geo.w, n, cg), dtype=gy.dtype)  # (G, H, W, n, Cg)
         for i, j, ro, co, ri, ci in offsets:
             gxt[:, ri, ci] += gcols[i, j, :, ro, co]
         del gcols
         # (G, H, W, n, Cg) -> (n, G, Cg, H, W) -> (n, C, H, W)
-        out[n0:n1].reshape(n, g.g, cg, g.h, g.w)[...] = gxt.transpose(3, 0, 4, 1, 2)
+        out[n0:n1].reshape(n, geo.groups, cg, geo.h, geo.w)[...] = gxt.transpose(3, 0, 4, 1, 2)
 
     def part(lo, hi):  # blocks lo..hi
-        for n0 in range(lo * per, min(g.n, hi * per), per):
-            block(n0, min(g.n, n0 + per))
+        for n0 in range(lo * per, min(geo.n, hi * per), per):
+            block(n0, min(geo.n, n0 + per))
 
-    pool.parallel(-(-g.n // per), part, _work(g), xp)
+    pool.parallel(-(-geo.n // per), part, _work(geo), xp)
     return out
 
 
@@ -332,88 +338,73 @@ def _bias_grad(xp, gy):
 # conv2d or conv_transpose2d whose own backward is again one of these.
 
 
-def _graph_input_grad(gy, w, g):
+def _graph_input_grad(gy, w, geo):
     """A conv's input gradient, recorded: gy (N, O, Ho, Wo) -> (N, C, H, W) by
     conv_transpose2d; the rows and columns the floor in Ho, Wo dropped are its
     output_padding (less than the stride)."""
-    t, b, left, r = g.pad
-    (sh, sw), (dh, dw) = g.stride, g.dilation
-    oph = g.h + t + b - (g.ho - 1) * sh - dh * (g.kh - 1) - 1
-    opw = g.w + left + r - (g.wo - 1) * sw - dw * (g.kw - 1) - 1
-    return conv_transpose2d(gy, w, None, g.stride, g.pad, (oph, opw), g.g, g.dilation)
+    t, b, left, r = geo.pad
+    (sh, sw), (dh, dw) = geo.stride, geo.dilation
+    oph = geo.h + t + b - (geo.ho - 1) * sh - dh * (geo.kh - 1) - 1
+    opw = geo.w + left + r - (geo.wo - 1) * sw - dw * (geo.kw - 1) - 1
+    return conv_transpose2d(gy, w, None, geo.stride, geo.pad, (oph, opw), geo.groups, geo.dilation)
 
 
-def _graph_forward(x, w, g):
+def _graph_forward(x, w, geo):
     """A conv's forward, recorded: x (N, C, H, W) -> (N, O, Ho, Wo), cropped to
     the geometry (a transposed conv's output_padding, when not below its stride,
     adds rows that no output of the conv reads)."""
-    y = conv2d(x, w, None, g.stride, g.pad, g.dilation, g.g)
-    if y.shape[2:] != (g.ho, g.wo):
-        y = y[:, :, :g.ho, :g.wo]
+    y = conv2d(x, w, None, geo.stride, geo.pad, geo.dilation, geo.groups)
+    if y.shape[2:] != (geo.ho, geo.wo):
+        y = y[:, :, :geo.ho, :geo.wo]
     return y
 
 
-def _graph_weight_grad(x, gy, g):
+def _graph_weight_grad(x, gy, geo):
     """A conv's weight gradient, recorded: x (N, C, H, W), gy (N, O, Ho, Wo) ->
     (O, Cg, kh, kw) as one conv2d that sums over images by making them the
     channels, with gy as the kernel (stride and dilation trade places):
     ``gW[o, c, i, j] = sum_{n,p,q} gy[n, o, p, q] * xpad[n, c, p*s + i*d, q*s + j*d]``."""
-    cg = g.c // g.g
+    cg = geo.c // geo.groups
     # (N, C, H, W) -> (N, G, Cg, H, W) -> (Cg, G, N, H, W) -> (Cg, G*N, H, W)
-    xt = x.reshape(g.n, g.g, cg, g.h, g.w).transpose(2, 1, 0, 3, 4)
-    xt = xt.reshape(cg, g.g * g.n, g.h, g.w)
+    xt = x.reshape(geo.n, geo.groups, cg, geo.h, geo.w).transpose(2, 1, 0, 3, 4)
+    xt = xt.reshape(cg, geo.groups * geo.n, geo.h, geo.w)
     gt = gy.transpose(1, 0, 2, 3)  # (N, O, Ho, Wo) -> (O, N, Ho, Wo): group gi reads images
     # (Cg, G*N, H, W) * (O, N, Ho, Wo) -> (Cg, O, kh', kw'), kh' >= kh (the floor in Ho
     # leaves room for more offsets); kernel offsets beyond kh are cropped
-    gw = conv2d(xt, gt, None, stride=g.dilation, padding=g.pad, dilation=g.stride, groups=g.g)
+    gw = conv2d(xt, gt, None, stride=geo.dilation, padding=geo.pad, dilation=geo.stride,
+                groups=geo.groups)
     # (Cg, O, kh', kw') -> (Cg, O, kh, kw) -> (O, Cg, kh, kw)
-    return gw[:, :, :g.kh, :g.kw].transpose(1, 0, 2, 3)
+    return gw[:, :, :geo.kh, :geo.kw].transpose(1, 0, 2, 3)
 
 
 # --------------------------------------------------------------------- ops
 
 
-def _string_padding(op, padding, kernel, stride, dilation):
-    """PyTorch's ``padding="valid"`` (none) and ``"same"`` (output size = input
-    size, stride 1 only; an odd total puts the extra row/column at the end)."""
-    if padding == "valid":
-        return (0, 0, 0, 0)
-    if padding != "same":
-        raise ArgumentError(f"{op}: padding must be an int, (h, w), (top, bottom, left, right), "
-                            f"'valid' or 'same', got {padding!r}")
-    if stride != (1, 1):
-        raise ArgumentError(f"{op}: padding='same' needs stride 1 (as in PyTorch), got stride "
-                            f"{stride}; give the padding explicitly")
-    (th, tw) = (d * (k - 1) for d, k in zip(dilation, kernel))
-    return (th // 2, th - th // 2, tw // 2, tw - tw // 2)
-
-
 def _conv_geom(op, x, w, stride, padding, dilation, groups, xp=None):
     """The geometry of ``conv2d(x, w, ...)``; channels-last where
     ``_conv_blocks.cols_last`` says so for ``xp`` (with no ``xp``: (N, G, Kg, P))."""
-    g = _conv_columns.Geom()
-    g.n, g.c, g.h, g.w = x.shape
-    g.batch = g.n
-    g.o, _, g.kh, g.kw = w.shape
-    g.g = groups
-    g.stride = pair(stride, "stride", op)
-    g.dilation = pair(dilation, "dilation", op)
-    g.pad = _string_padding(op, padding, (g.kh, g.kw), g.stride, g.dilation) \
-        if isinstance(padding, str) else padding4(padding, op)
-    t, b, left, r = g.pad
-    g.ho = out_size(op, "height", g.h, g.kh, g.stride[0], t, b, g.dilation[0])
-    g.wo = out_size(op, "width", g.w, g.kw, g.stride[1], left, r, g.dilation[1])
+    geo = _conv_columns.Geom()
+    geo.n, geo.c, geo.h, geo.w = x.shape
+    geo.batch = geo.n
+    geo.o, _, geo.kh, geo.kw = w.shape
+    geo.groups = groups
+    geo.stride = pair(stride, "stride", op)
+    geo.dilation = pair(dilation, "dilation", op)
+    geo.pad = padding4(padding, op, (geo.kh, geo.kw), geo.stride, geo.dilation)
+    t, b, left, r = geo.pad
+    geo.ho = out_size(op, "height", geo.h, geo.kh, geo.stride[0], t, b, geo.dilation[0])
+    geo.wo = out_size(op, "width", geo.w, geo.kw, geo.stride[1], left, r, geo.dilation[1])
     if xp is None:
-        g.cl = False
+        geo.cl = False
     else:
-        _set_layout(xp, g)
-    return g
+        _set_layout(xp, geo)
+    return geo
 
 
-def _set_layout(xp, g):
-    """``g.cl``: channels-last by blocks (:mod:`._conv_blocks`) from enough channels per
-    group up, unless ``g`` is pointwise (x is its own columns in NCHW)."""
-    g.cl = _conv_blocks.cols_last(xp, g.c // g.g) and not g.pointwise
+def _set_layout(xp, geo):
+    """``geo.cl``: channels-last by blocks (:mod:`._conv_blocks`) from enough channels per
+    group up, unless ``geo`` is pointwise (x is its own columns in NCHW)."""
+    geo.cl = _conv_blocks.cols_last(xp, geo.c // geo.groups) and not geo.pointwise
 
 
 class _Conv(Function):
@@ -429,10 +420,10 @@ class _Conv(Function):
     def backward(cls, ctx, gy):
         nx, nw, nb = ctx.needs_input_grad
         if ctx._graph:
-            gx, gw = cls.graph_grads(gy, ctx.saved_tensors, ctx.geom, nx, nw)
+            gx, gw = cls.graph_grads(gy, ctx.saved_tensors, ctx.geo, nx, nw)
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
         saved, w = ctx.saved_tensors[:2]
-        gx, gw = cls.grads(ctx.xp, gy, saved, w, ctx.geom, nx, nw)
+        gx, gw = cls.grads(ctx.xp, gy, saved, w, ctx.geo, nx, nw)
         return gx, gw, (_bias_grad(ctx.xp, gy) if nb else None)
 
 
@@ -444,69 +435,70 @@ class Conv2d(_Conv):
         if w.shape[2] < 1 or w.shape[3] < 1:
             raise ShapeError(f"conv2d: empty kernel in weight {describe(w)}")
         xp = ctx.xp
-        g = _conv_geom(op, x, w, stride, padding, dilation, groups, xp)
+        geo = _conv_geom(op, x, w, stride, padding, dilation, groups, xp)
         nx, nw, _ = ctx.needs_input_grad
-        y = xp.empty((g.n, g.o, g.ho, g.wo), dtype=x.dtype)
-        if g.cl:  # by blocks; the padded NHWC copy of x is saved for gW
-            wmat = _conv_blocks.gemm_weight(xp, w, g)
-            cols = _conv_blocks.padded_buffer(xp, g, x.dtype)
+        y = xp.empty((geo.n, geo.o, geo.ho, geo.wo), dtype=x.dtype)
+        if geo.cl:  # by blocks; the padded NHWC copy of x is saved for gW
+            wmat = _conv_blocks.gemm_weight(xp, w, geo)
+            cols = _conv_blocks.padded_buffer(xp, geo, x.dtype)
 
             def part(lo, hi, p):
                 _conv_blocks.nhwc(xp, x[lo:hi], p, cols[lo:hi])
                 _conv_blocks.by_blocks(xp, cols[lo:hi], p, wmat=wmat, y=y[lo:hi])
                 _add_bias(y[lo:hi], b)
         else:
-            wmat = _conv_columns.wmat(w, g)  # (O, Cg, kh, kw) -> (G, Og, Kg)
+            wmat = _conv_columns.wmat(w, geo)  # (O, Cg, kh, kw) -> (G, Og, Kg)
             # saved for gW: x's columns, or x itself (pointwise: x is its own columns,
             # saved as the input it is, so an in-place change of x is caught)
-            cols = x if g.pointwise else xp.empty((g.n, g.g, g.kg, g.ho * g.wo), dtype=x.dtype)
+            cols = x if geo.pointwise else xp.empty(
+                (geo.n, geo.groups, geo.kg, geo.ho * geo.wo), dtype=x.dtype)
 
             def part(lo, hi, p):
-                c = _conv_columns.im2col(xp, x[lo:hi], p, None if g.pointwise else cols[lo:hi])
+                c = _conv_columns.im2col(xp, x[lo:hi], p, None if geo.pointwise else cols[lo:hi])
                 _add_bias(_conv_columns.gemm_forward(xp, c, wmat, p, y[lo:hi]), b)
 
-        _by_images(xp, g, part)
-        ctx.geom = g
+        _by_images(xp, geo, part)
+        ctx.geo = geo
         # x only for a recorded weight gradient that x itself needs a gradient of
         ctx.save_for_backward(cols if nw else None, w if nx else None, x if nx and nw else None)
         return y
 
     @staticmethod
-    def grads(xp, gy, cols, w, g, nx, nw):
+    def grads(xp, gy, cols, w, geo, nx, nw):
         """gx by the adjoint (:func:`_input_grad`), gW from x's saved columns (first:
         its temporaries are gone before gx's are made)."""
         gw = gx = None
         if nw:
-            prod = _conv_columns.products_buffer(xp, g, gy.dtype)
-            if g.pointwise:  # cols: x, (N, C, H, W) -> (N, G, Cg, P)
-                cols = _conv_columns.im2col(xp, cols, g)
-            if g.cl:  # cols: the padded NHWC copy of x
+            prod = _conv_columns.products_buffer(xp, geo, gy.dtype)
+            if geo.pointwise:  # cols: x, (N, C, H, W) -> (N, G, Cg, P)
+                cols = _conv_columns.im2col(xp, cols, geo)
+            if geo.cl:  # cols: the padded NHWC copy of x
                 def part(lo, hi, p):
                     _conv_blocks.by_blocks(xp, cols[lo:hi], p, gy=gy[lo:hi], prod=prod[lo:hi],
-                                           kg_rows=_conv_columns.kg_rows(g))
+                                           kg_rows=_conv_columns.kg_rows(geo))
             else:
                 def part(lo, hi, p):
                     _conv_columns.weight_products(xp, gy[lo:hi], cols[lo:hi], p, prod[lo:hi])
-            _by_images(xp, g, part)
-            gw = _conv_columns.weight_sum(prod, g)
+            _by_images(xp, geo, part)
+            gw = _conv_columns.weight_sum(prod, geo)
             del prod
         if nx:
-            gx = xp.empty((g.n, g.c, g.h, g.w), dtype=gy.dtype)
-            _input_grad_by_images(xp, gy, w, g, gx)
+            gx = xp.empty((geo.n, geo.c, geo.h, geo.w), dtype=gy.dtype)
+            _input_grad_by_images(xp, gy, w, geo, gx)
         return gx, gw
 
     @staticmethod
-    def graph_grads(gy, saved, g, nx, nw):
+    def graph_grads(gy, saved, geo, nx, nw):
         """gx by a recorded conv_transpose2d, gW by a recorded conv2d of x and gy
         (or, when x needs no gradient, from its constant columns)."""
         cols, w, x = saved
         gw = None
-        if nw and x is None and g.cl:  # x from its saved NHWC copy (a constant here)
-            x = _conv_blocks.unpad(cols, g)
+        if nw and x is None and geo.cl:  # x from its saved NHWC copy (a constant here)
+            x = _conv_blocks.unpad(cols, geo)
         if nw:
-            gw = (_conv_columns.weight_grad(TensorBackend, gy, cols, g) if x is None else
-                  _graph_weight_grad(x, gy, g))
-        return (_graph_input_grad(gy, w, g) if nx else None), gw
+            gw = (_conv_columns.weight_grad(TensorBackend, gy, cols, geo) if x is None else
+                  _graph_weight_grad(x, gy, geo))
+        return (_graph_input_grad(gy, w, geo) if nx else None), gw
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -549,50 +541,52 @@ class ConvTranspose2d(_Conv):
                              f"{describe(x)}, weight {describe(w)}, stride {(sh, sw)}, "
                              f"padding/crop {(t, bt, left, r)}: crop less")
         # the conv2d whose input gradient this is: cout -> cin channels, hout -> h
-        g = _conv_columns.Geom()
-        g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.g = n, cout, hout, wout, cin, kh, kw, groups
-        g.batch = n
-        g.stride, g.dilation, g.pad = (sh, sw), (dh, dw), (t, bt, left, r)
-        g.ho, g.wo = h, wd
+        geo = _conv_columns.Geom()
+        geo.n, geo.c, geo.h, geo.w, geo.o = n, cout, hout, wout, cin
+        geo.kh, geo.kw, geo.groups = kh, kw, groups
+        geo.batch = n
+        geo.stride, geo.dilation, geo.pad = (sh, sw), (dh, dw), (t, bt, left, r)
+        geo.ho, geo.wo = h, wd
         xp = ctx.xp
-        _set_layout(xp, g)
+        _set_layout(xp, geo)
         nx, nw, _ = ctx.needs_input_grad
         y = xp.empty((n, cout, hout, wout), dtype=x.dtype)
-        _input_grad_by_images(xp, x, w, g, y, b)
-        ctx.geom = g
+        _input_grad_by_images(xp, x, w, geo, y, b)
+        ctx.geo = geo
         ctx.save_for_backward(x if nw else None, w if nx else None)  # x: for the weight grad
         return y
 
     @staticmethod
-    def graph_grads(gy, saved, g, nx, nw):
+    def graph_grads(gy, saved, geo, nx, nw):
         """The same by a recorded conv2d of gy, and :func:`_graph_weight_grad` with
         gy as the conv's input and x as its output gradient."""
         x, w = saved
-        return (_graph_forward(gy, w, g) if nx else None,
-                _graph_weight_grad(gy, x, g) if nw else None)
+        return (_graph_forward(gy, w, geo) if nx else None,
+                _graph_weight_grad(gy, x, geo) if nw else None)
 
     @staticmethod
-    def grads(xp, gy, x, w, g, nx, nw):
+    def grads(xp, gy, x, w, geo, nx, nw):
         """gx is the conv's forward of gy, gW the conv's weight gradient with x as its
         output gradient: both from gy's columns."""
         if not (nx or nw):
             return None, None
         # per chunk of images: gy's columns (N, Cout, Hout, Wout) -> (N, G, Kg, H*W), then
         # gx = (G, Cin/G, Kg) @ cols -> (N, Cin, H, W) and x's weight products
-        gx = xp.empty((g.n, g.o, g.ho, g.wo), dtype=gy.dtype) if nx else None
-        prod = _conv_columns.products_buffer(xp, g, gy.dtype) if nw else None
-        if g.cl:  # by blocks of gy's columns, both products from each block
-            wmat = _conv_blocks.gemm_weight(xp, w, g) if nx else None
+        gx = xp.empty((geo.n, geo.o, geo.ho, geo.wo), dtype=gy.dtype) if nx else None
+        prod = _conv_columns.products_buffer(xp, geo, gy.dtype) if nw else None
+        if geo.cl:  # by blocks of gy's columns, both products from each block
+            wmat = _conv_blocks.gemm_weight(xp, w, geo) if nx else None
 
             def part(lo, hi, p):
                 _conv_blocks.by_blocks(xp, _conv_blocks.nhwc(xp, gy[lo:hi], p), p, wmat=wmat,
                                        y=gx[lo:hi] if nx else None,
                                        gy=x[lo:hi] if nw else None,
                                        prod=prod[lo:hi] if nw else None,
-                                       kg_rows=_conv_columns.kg_rows(g))
+                                       kg_rows=_conv_columns.kg_rows(geo))
         else:  # (pointwise: gy is its own columns)
-            cols = None if g.pointwise else xp.empty((g.n, g.g, g.kg, g.ho * g.wo), gy.dtype)
-            wmat = _conv_columns.wmat(w, g) if nx else None
+            cols = None if geo.pointwise else xp.empty(
+                (geo.n, geo.groups, geo.kg, geo.ho * geo.wo), gy.dtype)
+            wmat = _conv_columns.wmat(w, geo) if nx else None
 
             def part(lo, hi, p):
                 c = _conv_columns.im2col(xp, gy[lo:hi], p, None if cols is None else cols[lo:hi])
@@ -601,8 +595,8 @@ class ConvTranspose2d(_Conv):
                 if nw:
                     _conv_columns.weight_products(xp, x[lo:hi], c, p, prod[lo:hi])
 
-        _by_images(xp, g, part)
-        return gx, (_conv_columns.weight_sum(prod, g) if nw else None)  # -> (Cin, Cout/G, kh, kw)
+        _by_images(xp, geo, part)
+        return gx, (_conv_columns.weight_sum(prod, geo) if nw else None)  # -> (Cin, Cout/G, kh, kw)
 
 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,

@@ -7,7 +7,11 @@ whole loss is one tape entry whose vjp is a single closed-form expression.
 
 Besides the PyTorch-style losses there are two metrics, :func:`accuracy` and
 :func:`topk_error`, which record nothing. MatConvNet's ``vl_nnloss`` variants
-are in :mod:`.vl_loss`.
+are in :mod:`.vl_loss`, the losses between two inputs in :mod:`.pairwise`; the
+helpers they share from here have plain names and stay out of ``__all__``
+(:func:`plain_denominator`, :func:`reduce_loss`, :func:`elementwise_pair`,
+:func:`class_targets`, :func:`target_mask`, :func:`target_entries`,
+:func:`topk_wrong`).
 """
 
 from __future__ import annotations
@@ -22,9 +26,6 @@ from ..args import (
     const,
     raw,
 )
-from ..args import as_tensor as _tensor  # noqa: F401  (re-exported until vl_loss imports args)
-from ..args import check_float as _check_float  # noqa: F401  (as above)
-from ..args import const as _const  # noqa: F401  (as above)
 from ..device import device_of_array, get_array_module
 from ..dtypes import acc_dtype, downcast, upcast
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
@@ -43,13 +44,13 @@ _NORMALIZATIONS = ("valid", "batch_size", "full", "none")
 
 # ------------------------------------------------------------------ helpers
 
-def _plain_denominator(reduction, n):
+def plain_denominator(reduction, n):
     """What a loss over ``n`` elements is divided by: n for "mean" (0 for no
     elements: the mean is nan), 1 for "sum", None for "none" (no reduction)."""
     return None if reduction == "none" else (n if reduction == "mean" else 1)
 
 
-def _reduced(ctx, loss, denom, dtype):
+def reduce_loss(ctx, loss, denom, dtype):
     """A forward's result in ``dtype``: per-element ``loss`` when ``denom`` is
     None, else ``loss.sum() / denom`` as a 0-d array, summed in float32 for
     float16. ``denom`` 0 is a mean over nothing: nan, as in PyTorch. Backward
@@ -70,7 +71,7 @@ def _mean_count(n_valid, n):
     return n_valid or (1 if n else 0)
 
 
-def _class_targets(op, x, t, ignore_index, xp):
+def class_targets(op, x, t, ignore_index, xp):
     """Validate integer class targets of scores ``x`` (N, C, *S).
 
     Returns ``(t_safe, valid, n_valid)``: ``t_safe`` has ignored entries
@@ -115,7 +116,7 @@ def _class_targets(op, x, t, ignore_index, xp):
 _EYE_MAX_CLASSES = 256
 
 
-def _onehot(t, n_classes, ndim, xp):
+def target_mask(t, n_classes, ndim, xp):
     """Bool (N, C, *S) mask with True at each position's target class."""
     if ndim == 2 and n_classes <= _EYE_MAX_CLASSES:
         # rows of the identity: ~2x faster than the broadcast compare for (256, 10); a
@@ -143,7 +144,7 @@ def _class_sum(x, xp):
     return x.sum(axis=1, keepdims=True)
 
 
-def _gather(a, t, xp):
+def target_entries(a, t, xp):
     """``a[n, t[n, ...], ...]`` (N, *S): the entry of each position's target class."""
     if a.ndim == 2:
         return a[xp.arange(a.shape[0]), t]
@@ -211,7 +212,7 @@ class CrossEntropy(Function):
         e = xp.exp(sh)
         s = _class_sum(e, xp)  # (N, 1, *S), >= 1
         lse = xp.log(s)[:, 0]  # (N, *S): log-sum-exp minus the max
-        nll = lse - _gather(sh, t, xp)  # -log p[target]
+        nll = lse - target_entries(sh, t, xp)  # -log p[target]
         wt = None
         if weight is None:
             loss = nll
@@ -231,7 +232,7 @@ class CrossEntropy(Function):
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(e / s, t, valid, wt, weight, x_in)
             ctx.smoothing = smoothing
-        return _reduced(ctx, loss, denom, dtype)
+        return reduce_loss(ctx, loss, denom, dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -243,7 +244,7 @@ class CrossEntropy(Function):
             r = g / ctx.denom if ctx.denom is not None else g
             return _cuda_losses.backward(ctx.xp, p, t, valid, weight, wt, r, eps), None
         n_classes = p.shape[1]
-        onehot = _onehot(t, n_classes, p.ndim, ctx.device.backend)  # a constant
+        onehot = target_mask(t, n_classes, p.ndim, ctx.device.backend)  # a constant
         # scale: dL/d(per-position loss), broadcast over classes
         r = g / ctx.denom if ctx.denom is not None else g[:, None]
         if valid is not None:
@@ -288,7 +289,7 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
     xp = x.device.xp
     t = const(target, xp)
     check_float("cross_entropy", xd, "scores")
-    t, valid, n_valid = _class_targets("cross_entropy", xd, t, ignore_index, xp)
+    t, valid, n_valid = class_targets("cross_entropy", xd, t, ignore_index, xp)
     w = _class_weight("cross_entropy", weight, xd, xp)
     smoothing = float(label_smoothing)
     if not 0.0 <= smoothing <= 1.0:
@@ -313,7 +314,7 @@ class NLLLoss(Function):
     @staticmethod
     def forward(ctx, lp, t, valid=None, weight=None, denom=1):
         xp = ctx.xp
-        loss = -_gather(lp, t, xp)
+        loss = -target_entries(lp, t, xp)
         wt = None
         if weight is not None:
             wt = weight[t]
@@ -323,7 +324,7 @@ class NLLLoss(Function):
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(t, valid, wt)
             ctx.meta = (lp.shape, lp.dtype)
-        return _reduced(ctx, loss, denom, lp.dtype)
+        return reduce_loss(ctx, loss, denom, lp.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -338,7 +339,7 @@ class NLLLoss(Function):
         if getattr(r, "ndim", 0):
             r = r[:, None]  # (N, *S) -> (N, 1, *S): broadcast over classes
         # the gradient sits on each position's target class (a constant mask)
-        return _onehot(t, shape[1], len(shape), ctx.device.backend) * r, None
+        return target_mask(t, shape[1], len(shape), ctx.device.backend) * r, None
 
 
 def nll_loss(log_probs, target, weight=None, ignore_index=-100, reduction="mean"):
@@ -354,7 +355,7 @@ def nll_loss(log_probs, target, weight=None, ignore_index=-100, reduction="mean"
     xd = x.array
     xp = x.device.xp
     check_float("nll_loss", xd, "scores")
-    t, valid, n_valid = _class_targets("nll_loss", xd, const(target, xp), ignore_index, xp)
+    t, valid, n_valid = class_targets("nll_loss", xd, const(target, xp), ignore_index, xp)
     w = _class_weight("nll_loss", weight, xd, xp)
     denom = _denominator("nll_loss", reduction, None, t, n_valid,
                          None if w is None else w[t], valid)
@@ -371,7 +372,7 @@ class MSELoss(Function):
         d = x - y
         loss = d * d
         ctx.save_for_backward(x, y)
-        return _reduced(ctx, loss, denom, loss.dtype)
+        return reduce_loss(ctx, loss, denom, loss.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -393,7 +394,7 @@ def mse_loss(input, target, reduction="mean"):
     return MSELoss.apply(x, y, denom=denom)
 
 
-def _elementwise_pair(op, input, target):
+def elementwise_pair(op, input, target):
     """``(x, y, n)`` of a loss between two same-shaped inputs: ``target`` a constant
     in ``input``'s dtype unless it is a Tensor, both floating (PyTorch refuses an
     integer target), the two shapes equal or one broadcasting to the other's, and
@@ -414,10 +415,10 @@ def _elementwise_pair(op, input, target):
 
 
 def _elementwise_inputs(op, input, target, reduction):
-    """:func:`_elementwise_pair` and the mean's denominator for ``reduction``."""
+    """:func:`elementwise_pair` and the mean's denominator for ``reduction``."""
     check_reduction(op, reduction)
-    x, y, n = _elementwise_pair(op, input, target)
-    return x, y, _plain_denominator(reduction, n)
+    x, y, n = elementwise_pair(op, input, target)
+    return x, y, plain_denominator(reduction, n)
 
 
 class SmoothL1Loss(Function):
@@ -439,7 +440,7 @@ class SmoothL1Loss(Function):
             loss = xp.where(a < beta, (0.5 * scale / beta) * d * d, scale * (a - 0.5 * beta))
         ctx.beta, ctx.scale = beta, scale
         ctx.save_for_backward(x, y)
-        return _reduced(ctx, loss, denom, x.dtype)
+        return reduce_loss(ctx, loss, denom, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -500,7 +501,7 @@ class BCEWithLogits(Function):
         if weight is not None:
             loss = loss * weight
         ctx.save_for_backward(x, t, weight, pos_weight)
-        return _reduced(ctx, loss, denom, loss.dtype)
+        return reduce_loss(ctx, loss, denom, loss.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -572,12 +573,12 @@ def binary_cross_entropy_with_logits(logits, target, weight=None, pos_weight=Non
             a = a.astype(xd.dtype, copy=False)
         consts.append(a)
     return BCEWithLogits.apply(x, t, weight=consts[0], pos_weight=consts[1],
-                               denom=_plain_denominator(reduction, xd.size))
+                               denom=plain_denominator(reduction, xd.size))
 
 
 # ------------------------------------------------------------------ metrics
 
-def _topk_wrong(x, xc, k):
+def topk_wrong(x, xc, k):
     """True where more than ``k - 1`` classes score strictly above the target's
     score ``xc`` (so ties count in the target's favour)."""
     return (x > xc[:, None]).sum(axis=1) >= k
@@ -628,6 +629,6 @@ def topk_error(logits, target, k=5):
         return 0.0
     c = x.shape[1]
     ts = t.clip(0, c - 1)
-    xc = _gather(x, ts, get_array_module(x))
-    wrong = _topk_wrong(x, xc, int(k)) | (t < 0) | (t >= c)
+    xc = target_entries(x, ts, get_array_module(x))
+    wrong = topk_wrong(x, xc, int(k)) | (t < 0) | (t >= c)
     return float(wrong.mean())

@@ -448,7 +448,7 @@ class _RowNorm(Function):
         if bias is not None:
             y += _row(xp, bias.astype(x.dtype, copy=False).reshape(k), rep)
         nx, nw, _ = ctx.needs_input_grad
-        ctx.geometry = (rows, cols, affine_shape, k, rep)
+        ctx.geo = (rows, cols, affine_shape, k, rep)
         ctx.eps = eps
         ctx.save_for_backward(x_in if (nx or nw) else None, shift, mean, invstd,
                               weight if nx else None)
@@ -461,7 +461,7 @@ class _RowNorm(Function):
         if ctx._graph:
             return _row_norm_graph(ctx, g, x, weight)
         nx, nw, nb = ctx.needs_input_grad
-        (r, d), (n, p), affine_shape, k, rep = ctx.geometry
+        (r, d), (n, p), affine_shape, k, rep = ctx.geo
         g2 = upcast(g).reshape(n, p)  # x's shape -> (N, P)
         gb = _fold(_sum_cols(xp, g2), k, rep).reshape(affine_shape) if nb else None
         if x is None:
@@ -494,7 +494,7 @@ def _row_norm_graph(ctx, g, x, weight):
     weight as (1, k, 1), for lack of ``repeat``."""
     xp = ctx.xp
     nx, nw, nb = ctx.needs_input_grad
-    (r, d), (n, p), affine_shape, k, rep = ctx.geometry
+    (r, d), (n, p), affine_shape, k, rep = ctx.geo
     g3 = upcast(g).reshape(n, k, rep)  # x's shape -> (N, k, P // k)
     gb = g3.sum(axis=(0, 2)).reshape(affine_shape) if nb else None
     if x is None:

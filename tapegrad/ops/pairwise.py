@@ -29,8 +29,7 @@ from ..tape import Function
 from ..tensor import Tensor
 from . import elementwise as _ew
 from .linalg import norm
-from .losses import SmoothL1Loss, _plain_denominator, _reduced
-from .losses import _elementwise_pair as _inputs
+from .losses import SmoothL1Loss, elementwise_pair, plain_denominator, reduce_loss
 from .reduction import mean, sum
 
 __all__ = ["huber_loss", "binary_cross_entropy", "kl_div", "cosine_similarity", "normalize",
@@ -66,10 +65,10 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     >>> ops.huber_loss(tapegrad.tensor([0.5, 3.0]), tapegrad.tensor([0.0, 0.0]))  # 1.3125
     """
     delta = _check_number("huber_loss", "delta", delta, positive=True)
-    x, y, n = _inputs("huber_loss", input, target)
+    x, y, n = elementwise_pair("huber_loss", input, target)
     check_reduction("huber_loss", reduction)
     # PyTorch's identity: huber_loss(delta) = delta * smooth_l1_loss(beta=delta)
-    return SmoothL1Loss.apply(x, y, denom=_plain_denominator(reduction, n), beta=delta,
+    return SmoothL1Loss.apply(x, y, denom=plain_denominator(reduction, n), beta=delta,
                               scale=delta)
 
 
@@ -93,7 +92,7 @@ class BCELoss(Function):
         if weight is not None:
             loss = loss * weight
         ctx.save_for_backward(x, t, weight)
-        return _reduced(ctx, loss, denom, x.dtype)
+        return reduce_loss(ctx, loss, denom, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -140,7 +139,7 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     if w is not None:
         check_broadcasts(op, "weight", w, xd.shape, f"the input's shape {describe(xd)}")
         w = w.astype(xd.dtype, copy=False)
-    return BCELoss.apply(x, t, weight=w, denom=_plain_denominator(reduction, xd.size))
+    return BCELoss.apply(x, t, weight=w, denom=plain_denominator(reduction, xd.size))
 
 
 # ------------------------------------------------------------ KL divergence
@@ -163,7 +162,7 @@ class KLDiv(Function):
                 loss = xp.where(ta == 0, 0, ta * xp.log(ta)) - ta * xa
         ctx.log_target = log_target
         ctx.save_for_backward(x, t)
-        return _reduced(ctx, loss, denom, x.dtype)
+        return reduce_loss(ctx, loss, denom, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -205,12 +204,12 @@ def kl_div(input, target, reduction="mean", log_target=False):
     >>> ops.kl_div(ops.log_softmax(logits, axis=1), probs, reduction="batchmean")
     """
     op = "kl_div"
-    x, y, n = _inputs(op, input, target)
+    x, y, n = elementwise_pair(op, input, target)
     check_kl_reduction(op, reduction)
     if reduction == "batchmean":
         denom = x.shape[0] if x.ndim else 1
     else:
-        denom = _plain_denominator(reduction, n)
+        denom = plain_denominator(reduction, n)
     return KLDiv.apply(x, y, denom=denom, log_target=bool(log_target))
 
 

@@ -151,7 +151,7 @@ class _Geometry:
         return out[0][:, None] * out[1][None, :]
 
 
-def _index_dtype(xp, k):
+def index_dtype(xp, k):
     return xp.int8 if k <= 127 else xp.int16 if k <= 32767 else xp.int32
 
 
@@ -192,14 +192,14 @@ class MaxPool2d(Function):
         if kernels.on_cuda(xp):  # one pass, same argmax rules (ops/_cuda_pool.py)
             need = ctx.needs_input_grad[0]
             best, idx = _cuda_pool.max_pool_forward(
-                xp, x, geo, _index_dtype(xp, kh * kw) if need else None)
+                xp, x, geo, index_dtype(xp, kh * kw) if need else None)
             if need:
                 ctx.geo = geo
                 ctx.save_for_backward(idx)
             return best
         n, c = x.shape[:2]
         best = xp.empty((n, c) + geo.out, dtype=x.dtype)
-        idx = xp.zeros(best.shape, dtype=_index_dtype(xp, kh * kw)) \
+        idx = xp.zeros(best.shape, dtype=index_dtype(xp, kh * kw)) \
             if ctx.needs_input_grad[0] else None
 
         def part(lo, hi):  # images lo..hi: a running max over the kernel offsets

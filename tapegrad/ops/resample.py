@@ -39,7 +39,7 @@ from ..dtypes import downcast, upcast
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
-from .pool import _index_dtype
+from .pool import index_dtype
 
 __all__ = ["adaptive_avg_pool2d", "adaptive_max_pool2d", "interpolate", "pixel_shuffle",
            "pixel_unshuffle"]
@@ -330,7 +330,7 @@ def _max_along(xp, a, m, axis):
     if m.tile and k > 8:  # long runs of cells: one argmax along them
         return _max_of_runs(xp, a, axis, n_out, k)
     best = _slot(xp, a, m, 0, axis).copy()
-    arg = xp.zeros(best.shape, dtype=_index_dtype(xp, k))
+    arg = xp.zeros(best.shape, dtype=index_dtype(xp, k))
     for j in range(1, k):
         v = _slot(xp, a, m, j, axis)
         # arg = where(v > best, j, arg) as integer arithmetic; strict: ties keep the first

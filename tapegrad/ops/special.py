@@ -97,11 +97,11 @@ def _erf(xp, a):
 
 
 _SQRT1_2 = math.sqrt(0.5)
-_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
 
-def _normal_cdf(xp, x):
+def normal_cdf(xp, x):
     """Phi(x) = erfc(-x / sqrt 2) / 2, accurate in the lower tail too (where 1 + erf
     cancels). Under create_graph ``x`` is a Tensor and goes through ``xp.erf``: the
     recorded :class:`Erf` op (NumPy and CuPy have no erf to call)."""

@@ -18,7 +18,7 @@ from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from ..tensor import Tensor
 from .activation import sigmoid
-from .losses import _class_targets, _gather, _onehot, _topk_wrong
+from .losses import class_targets, target_entries, target_mask, topk_wrong
 from .softmaxes import softmax
 
 __all__ = ["loss"]
@@ -69,7 +69,7 @@ def _per_class(r):
 
 def _at_class(xp, c, d, shape):
     """d per position placed at each position's class c: (N, *S) -> (N, C, *S)."""
-    return _onehot(c, shape[1], len(shape), xp) * _per_class(d)
+    return target_mask(c, shape[1], len(shape), xp) * _per_class(d)
 
 
 def _masked(vjp):
@@ -88,11 +88,11 @@ def _classerror(xp, x, c, **_):
 
 
 def _topkerror(xp, x, c, topk, **_):
-    return _topk_wrong(x, _gather(x, c, xp), topk).astype(x.dtype), ()
+    return topk_wrong(x, target_entries(x, c, xp), topk).astype(x.dtype), ()
 
 
 def _log(xp, x, c, **_):
-    xc = _gather(x, c, xp)  # (N, *S): the target class' score
+    xc = target_entries(x, c, xp)  # (N, *S): the target class' score
     return -xp.log(xc), (c, xc)
 
 
@@ -103,18 +103,18 @@ def _log_vjp(xp, r, shape, x, c, xc):
 def _log_graph(xp, bk, r, shape, x, c, xc):
     """The vjp over all of x: -r / max(x, 1e-8) at the class, 0 elsewhere (finite:
     the bound keeps x away from 0); xc is a constant here."""
-    return _onehot(c, shape[1], len(shape), bk) * (-_per_class(r) / xp.maximum(upcast(x), 1e-8))
+    return target_mask(c, shape[1], len(shape), bk) * (-_per_class(r) / xp.maximum(upcast(x), 1e-8))
 
 
 def _softmaxlog(xp, x, c, **_):
     m = x.max(axis=1, keepdims=True)
     e = xp.exp(x - m)
     s = e.sum(axis=1, keepdims=True)
-    return xp.log(s[:, 0]) + m[:, 0] - _gather(x, c, xp), (e / s, c)
+    return xp.log(s[:, 0]) + m[:, 0] - target_entries(x, c, xp), (e / s, c)
 
 
 def _softmaxlog_vjp(xp, r, shape, x, p, c):
-    return (p - _onehot(c, shape[1], len(shape), xp)) * _per_class(r)
+    return (p - target_mask(c, shape[1], len(shape), xp)) * _per_class(r)
 
 
 def _softmaxlog_graph(xp, bk, r, shape, x, p, c):
@@ -123,7 +123,7 @@ def _softmaxlog_graph(xp, bk, r, shape, x, p, c):
 
 
 def _mhinge(xp, x, c, **_):
-    xc = _gather(x, c, xp)
+    xc = target_entries(x, c, xp)
     return xp.maximum(1 - xc, 0), (c, xc)
 
 
@@ -133,11 +133,11 @@ def _mhinge_vjp(xp, r, shape, x, c, xc):
 
 def _mshinge(xp, x, c, **_):
     """Margin against the best other class q."""
-    xc = _gather(x, c, xp)
-    other = xp.where(_onehot(c, x.shape[1], x.ndim, xp), -xp.inf, x)
+    xc = target_entries(x, c, xp)
+    other = xp.where(target_mask(c, x.shape[1], x.ndim, xp), -xp.inf, x)
     q = other.argmax(axis=1)  # (N, *S)
-    t = xp.maximum(1 - xc + _gather(other, q, xp), 0)
-    return t, (c, q, xc - _gather(x, q, xp))
+    t = xp.maximum(1 - xc + target_entries(other, q, xp), 0)
+    return t, (c, q, xc - target_entries(x, q, xp))
 
 
 def _mshinge_vjp(xp, r, shape, x, c, q, margin):
@@ -299,7 +299,7 @@ def loss(x, c, kind="softmaxlog", instance_weights=None, topk=5, threshold=0.0):
             cd = cd.reshape(cd.shape[:1] + cd.shape[2:])
         if cd.shape == (n,) and xd.ndim > 2:  # one label per image, at every position
             cd = xp.broadcast_to(cd.reshape((n,) + (1,) * (xd.ndim - 2)), pos_shape)
-        cd, valid, _ = _class_targets(op, xd, cd, None, xp)
+        cd, valid, _ = class_targets(op, xd, cd, None, xp)
         w = None
         if instance_weights is not None:
             w = _const(instance_weights, xp)

@@ -229,7 +229,7 @@ def _geom(n, c, h, w, o, kh, kw, stride, pad, dilation, groups):
     from tapegrad.ops._conv_columns import Geom
 
     g = Geom()
-    g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.g = n, c, h, w, o, kh, kw, groups
+    g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.groups = n, c, h, w, o, kh, kw, groups
     g.stride, g.dilation, g.pad = stride, dilation, pad
     g.ho = (h + pad[0] + pad[1] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     g.wo = (w + pad[2] + pad[3] - dilation[1] * (kw - 1) - 1) // stride[1] + 1

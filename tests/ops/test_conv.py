@@ -294,7 +294,7 @@ def test_channels_last_saves_the_padded_nhwc_input_not_columns():
         grads.append((y.array, wt.grad.array))
         if min_cg == 16:
             assert saved.shape == (3, 7 + 1, 6 + 3, 16)  # (N, Hp, Wp, C): x padded, NHWC
-            np.testing.assert_array_equal(blocks.unpad(saved, y._node.geom), x)
+            np.testing.assert_array_equal(blocks.unpad(saved, y._node.geo), x)
         else:
             assert saved.shape == (3, 1, 16 * 9, y.shape[2] * y.shape[3])
     for a, b in zip(*grads):
@@ -316,8 +316,8 @@ def test_pointwise_conv2d_takes_x_as_its_columns(xs, ws, groups, contiguous):
     w, b = rng.standard_normal(ws), rng.standard_normal(ws[0])
     x = tg.tensor(xa) if contiguous else tg.tensor(xa).transpose(2, 3)  # a strided view
     y = ops.conv2d(x, tg.tensor(w, requires_grad=True), tg.tensor(b), groups=groups)
-    geom = y._node.geom
-    assert geom.pointwise and not geom.cl
+    geo = y._node.geo
+    assert geo.pointwise and not geo.cl
     assert y._node.saved[0] is x.array  # no columns: x itself, saved as the input it is
     np.testing.assert_allclose(y.array, ref_conv2d(x.array, w, b, groups=groups),
                                rtol=1e-12, atol=1e-12)
@@ -336,7 +336,7 @@ def test_pointwise_conv_transpose2d(xs, ws, groups):
     w, b = rng.standard_normal(ws), rng.standard_normal(ws[1] * groups)
     y = ops.conv_transpose2d(tg.tensor(x), tg.tensor(w, requires_grad=True), tg.tensor(b),
                              groups=groups)
-    assert y._node.geom.pointwise and not y._node.geom.cl
+    assert y._node.geo.pointwise and not y._node.geo.cl
     np.testing.assert_allclose(y.array, ref_conv_transpose2d(x, w, b, groups=groups),
                                rtol=1e-12, atol=1e-12)
     gradcheck(lambda x, w, b: ops.conv_transpose2d(x, w, b, groups=groups), [x, w, b],
@@ -361,7 +361,7 @@ def test_pointwise_against_torch(xs, ws, groups):
         ours = [tg.tensor(a, requires_grad=True) for a in (x, w, b)]
         y = op(*ours, groups=groups)
         y.backward(tg.tensor(gy))
-        assert y._node.geom.pointwise
+        assert y._node.geo.pointwise
         np.testing.assert_allclose(y.array, yt.detach().numpy(), rtol=1e-10, atol=1e-10)
         for a, t in zip(ours, ts):
             np.testing.assert_allclose(a.grad.array, t.grad.numpy(), rtol=1e-10, atol=1e-10)

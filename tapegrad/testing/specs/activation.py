@@ -90,12 +90,12 @@ def _prelu(x, w):
     return np.where(x > 0, x, w.reshape((1, -1, 1) if w.size > 1 else ()) * x)
 
 
-def _normal_cdf(x):
+def normal_cdf(x):
     return 0.5 * (1 + np.vectorize(math.erf, otypes=[float])(x / np.sqrt(2)))
 
 
 SPECS += [
-    OpSpec("gelu", ops.gelu, _wide, reference=lambda x: x * _normal_cdf(x)),
+    OpSpec("gelu", ops.gelu, _wide, reference=lambda x: x * normal_cdf(x)),
     OpSpec("gelu", lambda x: ops.gelu(x, approximate="tanh"), _wide, "tanh",
            reference=lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi)
                                                       * (x + 0.044715 * x ** 3)))),
