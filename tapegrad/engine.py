@@ -6,6 +6,21 @@ topological order, so every entry runs after all its consumers. The engine --
 and only the engine -- sums gradients at fan-out, reduces broadcast gradients
 to each input's shape, casts to each input's dtype, checks versions of saved
 tensors, and frees each entry's saved arrays right after its vjp has run.
+
+What depends on that freeing (change them together; the tests fail otherwise):
+
+* ``memory.sim.simulate`` replays it on sizes for ``memory_report`` (rules per op in
+  ``memory.rules``); tests/memory/test_memory_sim.py runs both and compares them vjp
+  by vjp;
+* ``Node.saved_tensors`` and ``_freed_message`` (tape.py): a second backward through a
+  freed entry is an error that names ``retain_graph=True``;
+* ``walks`` hands back sinks: entries whose outputs' gradients are wanted but whose
+  vjp must not run (and whose arrays are not freed);
+* ``utils.checkpoint`` recomputes a segment's entries, which save and free again;
+* tests/memory/test_memory_report.py: an entry's arrays are gone right after its own vjp.
+
+Graph walks are :mod:`tapegrad.walks`; hooks registered on leaves are at the end of
+this module.
 """
 
 from __future__ import annotations
@@ -92,8 +107,8 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
             buf = pending.pop(node, None)
             if buf is None:  # nothing flowed into it (its consumers' gradients were None)
                 if left is not None:
-                    for _, target, k, _, _ in node.edges:
-                        if k < 0:
+                    for _, target, out_nr, _, _ in node.edges:
+                        if out_nr < 0:
                             _edge_done(left, target)
                 continue
             if node.saved is None and not (sinks and node in sinks):  # released earlier
@@ -116,21 +131,23 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
             if type(in_grads) is not tuple:
                 in_grads = (in_grads,)
             if not retain_graph and node.saved:
-                node.saved = None  # free now; None also marks the entry as released
+                # free now (see the module docstring for what depends on it); None
+                # also marks the entry as released
+                node.saved = None
             if len(in_grads) != len(node.needs_input_grad):
                 raise GraphError(f"{node.name}.backward returned {len(in_grads)} gradients "
                                  f"for {len(node.needs_input_grad)} inputs")
-            for i, target, k, shape, dtype in node.edges:
-                g = in_grads[i]
+            for index, target, out_nr, shape, dtype in node.edges:
+                g = in_grads[index]
                 if g is None:
-                    if k < 0 and left is not None:
+                    if out_nr < 0 and left is not None:
                         _edge_done(left, target)
                     continue
                 if g.shape != shape:
                     g = _reduce(node, g, shape)
                 if g.dtype is not dtype and g.dtype != dtype:  # (NumPy's dtypes are singletons)
                     g = g.astype(dtype)
-                if k < 0:
+                if out_nr < 0:
                     to_leaf(target, g)
                     if left is not None:
                         _edge_done(left, target)
@@ -138,7 +155,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                     old = pending.get(target)
                     pending[target] = g if old is None else old + g
                 else:
-                    _add_pending(pending, target, k, g)
+                    _add_pending(pending, target, out_nr, g)
         queue = _callbacks.queue
         while queue:  # callbacks may queue more callbacks
             queue.pop(0)()
@@ -189,8 +206,8 @@ def _hooked_leaf_edges(roots, order):
         if t._node is None and id(t) in _post_hooks:
             left.setdefault(id(t), [t, 0])[1] += 1
     for node in order:
-        for _, target, k, _, _ in node.edges:
-            if k < 0 and id(target) in _post_hooks:
+        for _, target, out_nr, _, _ in node.edges:
+            if out_nr < 0 and id(target) in _post_hooks:
                 left.setdefault(id(target), [target, 0])[1] += 1
     return left
 

@@ -59,8 +59,8 @@ def _toward(leaf_ids: set, node_keys: set):
         order = _reachable(stack)
         leads = set()
         for node in reversed(order):  # producers before consumers
-            for _, target, k, _, _ in node.edges:
-                if (id(target) in leaf_ids if k < 0 else
+            for _, target, out_nr, _, _ in node.edges:
+                if (id(target) in leaf_ids if out_nr < 0 else
                         target in leads or target in producers):
                     leads.add(node)
                     break
@@ -79,8 +79,8 @@ def _segment(start: int):
         seen = set(stack)
         todo = [n for n in stack if n.seq >= start]
         while todo:
-            for _, target, k, _, _ in todo.pop().edges:
-                if k >= 0 and target not in seen:
+            for _, target, out_nr, _, _ in todo.pop().edges:
+                if out_nr >= 0 and target not in seen:
                     seen.add(target)
                     if target.seq >= start:
                         todo.append(target)

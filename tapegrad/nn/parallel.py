@@ -39,9 +39,11 @@ import functools
 import time
 import weakref
 
+from ..engine import queue_callback
 from ..errors import ArgumentError
 from ..grad_mode import is_grad_enabled
 from ..tensor import Tensor, _wrap
+from ..walks import entries
 from .module import Module
 
 __all__ = ["DistributedDataParallel"]
@@ -306,8 +308,6 @@ class DistributedDataParallel(Module):
             self._shadow_backward()
 
     def _unreached(self, out):
-        from ..engine import entries
-
         reached = set()
         roots = list(_tensors_in(out))
         for t in roots:
@@ -362,8 +362,6 @@ class DistributedDataParallel(Module):
         self._launch_ready()
 
     def _begin(self):
-        from ..engine import queue_callback
-
         self._active = True
         queue_callback(self._finish)
         for pid in self._unused:

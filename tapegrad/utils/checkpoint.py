@@ -112,7 +112,7 @@ class _Segment:
     def estimate(self) -> tuple[int, int]:
         """(bytes the recomputation saves, predicted peak of its replay in backward)."""
         if self._estimate is None:
-            from .. import memory_sim
+            from ..memory import sim as memory_sim
 
             owned = set(self.sizes) - self.kept
             order, sinks = walks._segment(self.start)({key[0] for key, *_ in self.seeds})
@@ -276,11 +276,11 @@ def _boundary(roots, start) -> dict:
     seen = set(roots)
     todo = list(roots)
     while todo:
-        for _, target, k, shape, dtype in todo.pop().edges:
-            if k < 0:
-                found.setdefault(id(target), (target, k, shape, dtype))
+        for _, target, out_nr, shape, dtype in todo.pop().edges:
+            if out_nr < 0:
+                found.setdefault(id(target), (target, out_nr, shape, dtype))
             elif target.seq < start:
-                found.setdefault((target, k), (target, k, shape, dtype))
+                found.setdefault((target, out_nr), (target, out_nr, shape, dtype))
             elif target not in seen:
                 seen.add(target)
                 todo.append(target)
@@ -303,12 +303,12 @@ class Checkpoint(Function):
                                  f"after the checkpointed forward (version {version}, now "
                                  f"{v._version[0]}), so the recomputation would differ. Use an "
                                  "out-of-place op, or .clone() it before modifying it.")
-        for _, leaf, out_nr, _, _ in ctx.edges:  # parameters and captured leaves, likewise
-            version = ctx.leaf_versions.get(id(leaf)) if out_nr < 0 else None
-            if version is not None and leaf._version[0] != version:
-                raise GraphError(f"checkpoint: the tensor {describe(leaf)} that the checkpointed "
+        for _, target, out_nr, _, _ in ctx.edges:  # parameters and captured leaves, likewise
+            version = ctx.leaf_versions.get(id(target)) if out_nr < 0 else None
+            if version is not None and target._version[0] != version:
+                raise GraphError(f"checkpoint: the tensor {describe(target)} that the checkpointed "
                                  f"function reads was modified in place after its forward "
-                                 f"(version {version}, now {leaf._version[0]}; an optimizer "
+                                 f"(version {version}, now {target._version[0]}; an optimizer "
                                  "step?), so recomputing it in backward would use the new "
                                  "values and give a gradient the forward did not have. Run "
                                  "backward before modifying it, or .clone() it first.")

@@ -8,7 +8,7 @@ input's shape, ``{input index: bytes}`` (a new array of that size) or
 ``{input index: ALIAS}`` (a view of the output gradient: no new memory).
 
 The rules mirror the kernels' own branches (``ops/conv.py``, ``ops/pool.py``,
-``ops/normalization.py``); ``tests/test_memory.py`` measures each against
+``ops/normalization.py``); ``tests/memory/test_memory_report.py`` measures each against
 tracemalloc, so a kernel that changes its temporaries fails there. An op
 without a rule is assumed to allocate just its input gradients. A user op can
 define ``backward_memory(ctx, g)`` on its Function, with the same contract.
@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import math
 
-from .device import pool
-from .ops import _conv_blocks, conv
-from .ops.activation import LeakyReLU, ReLU
-from .ops.conv import Conv2d, ConvTranspose2d
-from .ops.dropout import Dropout
-from .ops.elementwise import Add, Cast, Sub
-from .ops.linalg import Linear
-from .ops.losses import CrossEntropy
-from .ops.normalization import BatchNorm
-from .ops.pool import MaxPool2d
-from .ops.shape import BroadcastTo, Reshape, Transpose
-from .utils.checkpoint import Checkpoint
+from ..device import pool
+from ..ops import _conv_blocks, conv
+from ..ops.activation import LeakyReLU, ReLU
+from ..ops.conv import Conv2d, ConvTranspose2d
+from ..ops.dropout import Dropout
+from ..ops.elementwise import Add, Cast, Sub
+from ..ops.linalg import Linear
+from ..ops.losses import CrossEntropy
+from ..ops.normalization import BatchNorm
+from ..ops.pool import MaxPool2d
+from ..ops.shape import BroadcastTo, Reshape, Transpose
+from ..utils.checkpoint import Checkpoint
 
 ALIAS = "alias"
 # NumPy's ufunc buffer when an operand is cast on the fly (bool mask * float):

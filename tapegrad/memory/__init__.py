@@ -5,7 +5,7 @@ entry saved for its vjp (each buffer once: several entries may save one array,
 and a view counts as its base), and simulates ``loss.backward()`` in the
 engine's own order -- each entry's saved arrays freed after its vjp, one
 gradient per pending output (summed at fan-in, freed when consumed), new leaf
-``.grad`` buffers, and each vjp's temporaries (:mod:`tapegrad.memory_rules`).
+``.grad`` buffers, and each vjp's temporaries (:mod:`tapegrad.memory.rules`).
 
 **Peak during backward** (``predicted_peak``) is the most memory backward has
 in use at once, counted above what was allocated before the forward: the
@@ -29,9 +29,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from . import engine, memory_sim
-from .device import get_device
-from .walks import _reachable, _toward
+from .. import engine
+from ..device import get_device
+from ..walks import _reachable, _toward
+from . import sim as memory_sim
 
 __all__ = ["memory_report", "MemoryReport", "OpMemory", "PeakMeter"]
 

@@ -1,4 +1,4 @@
-"""tapegrad/memory_sim.py replays tapegrad/engine.py's freeing on sizes alone; this
+"""tapegrad/memory/sim.py replays tapegrad/engine.py's freeing on sizes alone; this
 checks the two against each other on real backwards.
 
 For each graph the simulation (what ``memory_report`` predicts) and the engine
@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad import memory, memory_sim, nn, ops
+from tapegrad import memory, nn, ops
 from tapegrad.autograd import instrument
+from tapegrad.memory import sim as memory_sim
 from tapegrad.walks import _reachable, _toward
 
 

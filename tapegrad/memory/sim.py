@@ -2,7 +2,7 @@
 
 It follows ``engine.run_backward`` step by step: an entry's output gradients
 are popped from ``pending``; its vjp runs (its temporaries and input gradients
-from :mod:`tapegrad.memory_rules`) while the previous vjp's results are still
+from :mod:`tapegrad.memory.rules`) while the previous vjp's results are still
 bound; then its saved buffers that no later vjp needs are freed, and each input
 gradient goes to its leaf or joins ``pending`` (a sum at fan-in is a new array).
 Gradient arrays are reference-counted, so a view (reshape's vjp) keeps its base.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from . import memory_rules
+from . import rules as memory_rules
 
 
 class _Obj:
@@ -113,13 +113,13 @@ def simulate(order, node_keys, buffers, owned, live, seeds, leaf, sinks=(), reta
         if start + temp > res.peak:
             res.peak, res.peak_at = start + temp, f"{node.name} #{node.seq}"
         made = {}
-        for index, _, _, eshape, dtype in node.edges:
+        for index, _, _, shape, dtype in node.edges:
             how = special.get(index)
             if how == memory_rules.ALIAS:
                 base = next((o for o in outs if o is not None), None)
                 made[index] = mem.hold(_Obj(0, mem.hold(base)))
             else:
-                nb = how if isinstance(how, int) else math.prod(eshape) * dtype.itemsize
+                nb = how if isinstance(how, int) else math.prod(shape) * dtype.itemsize
                 made[index] = mem.hold(mem.new(nb))
         for o in prev:
             mem.drop(o)
@@ -130,14 +130,14 @@ def simulate(order, node_keys, buffers, owned, live, seeds, leaf, sinks=(), reta
             if left[k] == 0 and k in owned:
                 freed += buffers[k]
         mem.live -= freed
-        for index, target, k, eshape, dtype in node.edges:
+        for index, target, out_nr, shape, dtype in node.edges:
             g = made[index]
-            nb = math.prod(eshape) * dtype.itemsize
-            if k < 0:
+            nb = math.prod(shape) * dtype.itemsize
+            if out_nr < 0:
                 leaf(mem, target, g, nb)  # a new .grad while the vjp's results are alive
             else:
-                key = (target, k)
-                meta[key] = (eshape, dtype.itemsize)
+                key = (target, out_nr)
+                meta[key] = (shape, dtype.itemsize)
                 old = pending.get(key)
                 if old is None:
                     pending[key] = mem.hold(g)

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad import memory_rules, nn, ops
+from tapegrad import nn, ops
 from tapegrad.memory import PeakMeter
+from tapegrad.memory import rules as memory_rules
 from tapegrad.utils import checkpoint
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _bench_train():
