@@ -31,7 +31,7 @@ from ..dtypes import FLOAT, downcast, int_input, upcast
 from ..errors import ArgumentError
 from ..tape import Function
 
-__all__ = ["Unary", "INPUT", "OUTPUT", "BOTH", "NOTHING"]
+__all__ = ["Unary", "INPUT", "OUTPUT", "BOTH", "NOTHING", "declared"]
 
 INPUT, OUTPUT, BOTH, NOTHING = "input", "output", "both", "nothing"
 
@@ -84,6 +84,18 @@ class Unary(Function):
         op.op_class = cls
         cls.op_name = name  # what errors call it
         return op
+
+
+def declared() -> dict:
+    """{public name: class} of every op tapegrad.ops declares with :class:`Unary`."""
+    found, todo = {}, list(Unary.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        name = cls.__dict__.get("op_name")
+        if name is not None and cls.__module__.startswith("tapegrad.ops."):
+            found[name] = cls
+    return dict(sorted(found.items()))
 
 
 def _rules(name, f, df, saves, half):
