@@ -45,3 +45,13 @@ def num_threads():
 
     yield set_to
     tapegrad.set_num_threads(before)
+
+
+@pytest.fixture
+def numpy_path():
+    """The CPU ops on their NumPy paths, oneDNN off (for tests of those paths' own
+    properties: bitwise equality across thread counts, the CUDA branches run on the host)."""
+    import tapegrad as tg
+
+    with tg.backends.onednn.flags(enabled=False):
+        yield

@@ -3,8 +3,11 @@
 tapegrad uses neither cuDNN nor Apple's MPS: ``cudnn.is_available()`` and
 ``mps.is_available()`` are False, and the cuDNN flags (``benchmark``,
 ``deterministic``, ``enabled``, ``allow_tf32``) are kept as set and change nothing.
+``onednn`` (also ``mkldnn``, PyTorch's name) switches the CPU layers' oneDNN paths.
 """
 
-from . import cudnn, mps
+from . import cudnn, mps, onednn
 
-__all__ = ["cudnn", "mps"]
+mkldnn = onednn  # torch.backends.mkldnn.enabled / .is_available() / .flags(...)
+
+__all__ = ["cudnn", "mps", "onednn", "mkldnn"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 
+from ..backends import onednn as onednn_backend
 from ..device import cpu, get_device
 from ..testing import GradcheckError
 from ..testing.devicecheck import RANDOM_OPS, DeviceMismatchError, compare_devices
@@ -63,6 +64,7 @@ def run(args) -> int:
     print(f"gradcheck of {len(specs)} op specs on {_describe(device)} (float64, central "
           "differences; - where an op is not twice differentiable"
           + ("; 'cpu' compares results with the CPU's" if off_cpu else "") + ")")
+    print(f"CPU layers: {onednn_backend.describe()}; these float64 gradchecks run on NumPy")
     print(f"{'op':<{width}}  {'1st':<5} {'2nd':<5} " + ("cpu   " if off_cpu else "")
           + f"{'ms':>7}  detail")
     failed = 0

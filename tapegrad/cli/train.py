@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from ..backends import onednn as onednn_backend
 from ..device.threads import default_num_threads, get_num_threads, set_num_threads
 from ..errors import ArgumentError, TapegradError
 from .checkpoint import (
@@ -342,6 +343,8 @@ def _run(args, config, ckpt, job=None) -> int:
           f"device {device}", flush=True)
     if job.describe(config):
         print(job.describe(config), flush=True)
+    if device.type == "cpu":
+        print(f"CPU layers: {onednn_backend.describe()}", flush=True)
     done = start  # the epoch whose end model.npz holds
     lr = config["lr"]
     t_run = time.perf_counter()

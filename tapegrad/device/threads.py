@@ -16,6 +16,11 @@ Without threadpoolctl (``pip install threadpoolctl``; the ``train`` and
 run in one piece and BLAS keeps the thread count it read from the
 environment (``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS``) when it loaded.
 
+Where oneDNN is installed (``tapegrad[onednn]``), float32 convolutions run on it
+instead, on that many OpenMP threads (:mod:`tapegrad.device.onednn`); they give the
+same bits from run to run at a given count, but not across counts. The NumPy paths
+(``tapegrad.backends.onednn.flags(enabled=False)``) keep the stronger promise below.
+
 The default, until ``set_num_threads`` is called, is ``OMP_NUM_THREADS`` when
 it is set to a positive integer (as PyTorch), else the cores this process may
 run on (``os.sched_getaffinity``, which honours ``taskset`` and container CPU
@@ -28,6 +33,7 @@ from __future__ import annotations
 import os
 
 from ..errors import ArgumentError, ArgumentTypeError
+from . import onednn
 
 __all__ = ["get_num_threads", "set_num_threads", "default_num_threads", "pin_blas"]
 
@@ -71,7 +77,9 @@ def set_num_threads(n: int) -> None:
     ``n > 1`` splits the large ops across ``n`` threads, each running BLAS on one
     thread; ``n == 1`` runs every op in the calling thread. Either way the
     process's BLAS is pinned to one thread (when threadpoolctl is installed;
-    see the module notes). Results are bitwise the same for every ``n``.
+    see the module notes). On the NumPy paths results are bitwise the same for every
+    ``n``; oneDNN's convolutions (where installed) use ``n`` OpenMP threads and are
+    the same from run to run at each ``n``.
 
     >>> tapegrad.set_num_threads(1); tapegrad.get_num_threads()   # 1
     """
@@ -84,6 +92,7 @@ def set_num_threads(n: int) -> None:
                             f"got {n}")
     _num_threads = n
     pin_blas()
+    onednn.set_num_threads(n)  # its OpenMP threads (when the library is loaded or loads)
 
 
 _pinned: bool | None = None  # None: not tried yet; then whether BLAS runs at one thread

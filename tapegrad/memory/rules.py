@@ -164,6 +164,8 @@ def _conv2d(node, g):
     nx, nw, nb = node.needs_input_grad
     geo = node.geo
     _, size = g
+    if getattr(node, "onednn", False):
+        return _conv2d_onednn(node, geo, size, nx, nw, nb), {}
     gw = geo.o * (geo.c // geo.groups) * geo.kh * geo.kw * size
     peak = 0
     if nw:
@@ -180,6 +182,21 @@ def _conv2d(node, g):
     if nb:
         peak = max(peak, held + 2 * geo.n * geo.o * size + geo.ho * geo.wo * size)
     return peak, {}
+
+
+def _conv2d_onednn(node, geo, size, nx, nw, nb):
+    """oneDNN's backward: the gradients it returns, and at most one reordered (blocked)
+    copy of each array it reads or writes (x, w, gy, gx, gW). Its own scratchpad is
+    not counted (the library allocates it)."""
+    x = geo.n * geo.c * geo.h * geo.w * size
+    w = geo.o * (geo.c // geo.groups) * geo.kh * geo.kw * size
+    gy = geo.n * geo.o * geo.ho * geo.wo * size
+    peak = gy  # a contiguous copy of a broadcast gy
+    if nw:
+        peak += 2 * w + x + gy + (geo.o * size if nb else 0)
+    if nx:
+        peak += 2 * x + w + gy
+    return peak
 
 
 def _conv_transpose2d(node, g):

@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import copy
 
-from ..device import kernels, pool
+from ..device import kernels, onednn, pool
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from . import _conv_blocks, _conv_columns
@@ -407,6 +407,24 @@ def _set_layout(xp, geo):
     geo.cl = _conv_blocks.cols_last(xp, geo.c // geo.groups) and not geo.pointwise
 
 
+def _onednn_grads(ctx, gy, nx, nw, nb):
+    """Conv2d's backward where its forward ran on oneDNN: gx by its backward-data and
+    gW (with gb) by its backward-weights primitive, or, under create_graph, the same
+    recorded ops the NumPy path records (x saved itself, not its columns)."""
+    x, w = ctx.saved_tensors
+    geo = ctx.geo
+    if ctx._graph:
+        gx = _graph_input_grad(gy, w, geo) if nx else None
+        gw = _graph_weight_grad(x, gy, geo) if nw else None
+        return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
+    gy = ctx.xp.ascontiguousarray(gy)  # (a broadcast gradient has zero strides)
+    gx = onednn.conv_backward_data(gy, w, geo) if nx else None
+    gw, gb = onednn.conv_backward_weights(x, gy, geo, nb) if nw else (None, None)
+    if nb and gb is None:
+        gb = _bias_grad(ctx.xp, gy)
+    return gx, gw, gb
+
+
 class _Conv(Function):
     """conv2d and conv_transpose2d are each other's adjoints (with respect to the
     input): each one's forward is the other's input gradient. One backward serves
@@ -419,6 +437,8 @@ class _Conv(Function):
     @classmethod
     def backward(cls, ctx, gy):
         nx, nw, nb = ctx.needs_input_grad
+        if getattr(ctx, "onednn", False):  # set on an entry whose forward ran on oneDNN
+            return _onednn_grads(ctx, gy, nx, nw, nb)
         if ctx._graph:
             gx, gw = cls.graph_grads(gy, ctx.saved_tensors, ctx.geo, nx, nw)
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
@@ -437,6 +457,12 @@ class Conv2d(_Conv):
         xp = ctx.xp
         geo = _conv_geom(op, x, w, stride, padding, dilation, groups, xp)
         nx, nw, _ = ctx.needs_input_grad
+        if onednn.usable(xp, x, w, b) and x.size and w.size and geo.ho * geo.wo:  # (not empty)
+            # oneDNN's direct convolution; backward takes x and w themselves (saved as
+            # the inputs they are), no columns
+            ctx.geo, ctx.onednn = geo, True
+            ctx.save_for_backward(x if nw else None, w if nx else None)
+            return onednn.conv_forward(x, w, b, geo)
         y = xp.empty((geo.n, geo.o, geo.ho, geo.wo), dtype=x.dtype)
         if geo.cl:  # by blocks; the padded NHWC copy of x is saved for gW
             wmat = _conv_blocks.gemm_weight(xp, w, geo)

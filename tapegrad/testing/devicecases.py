@@ -23,7 +23,7 @@ from .. import nn, optim
 from ..device import device_of_array, get_device, to_host
 from ..random import manual_seed
 from ..tensor import Tensor
-from .devicecheck import DeviceMismatchError
+from .devicecheck import DeviceMismatchError, cpu_reference
 
 __all__ = ["LayerCase", "LAYER_CASES", "OPTIMIZER_CASES", "run_layer", "run_optimizer",
            "run_lenet_steps", "compare_results"]
@@ -128,6 +128,7 @@ def _check_on(dev, label, arr):
     return to_host(arr)
 
 
+@cpu_reference
 def run_layer(case: LayerCase, device) -> dict[str, np.ndarray]:
     """Outputs, input and parameter gradients and the state after one forward
     and backward of ``case`` on ``device``, as host arrays."""
@@ -213,6 +214,7 @@ def run_optimizer(name: str, device, steps: int = 3, dtype=np.float32) -> dict[s
     return res
 
 
+@cpu_reference
 def run_lenet_steps(device, steps: int = 2, batch: int = 16, model: str = "lenet",
                     data: str = "mnist", optimizer: str = "sgd") -> dict[str, np.ndarray]:
     """Losses and final weights after ``steps`` training steps of ``model``

@@ -12,8 +12,11 @@ host is a bug even when its values are right.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from ..backends import onednn as onednn_backend
 from ..device import device_of_array, get_device, to_host
 from ..engine import grad as tape_grad
 from ..errors import ArgumentError, TapegradError
@@ -34,6 +37,23 @@ def _outputs(out):
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
+def cpu_reference(fn):
+    """Run ``fn(..., device, ...)`` on the NumPy paths when its device is the CPU: the
+    reference a device is compared with (oneDNN, where it is on, is a CPU path of its
+    own, with its own tests: tests/device/test_onednn.py)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        device = kwargs.get("device", args[1] if fn.__name__ != "run_lenet_steps" else args[0])
+        if get_device(device).type != "cpu":
+            return fn(*args, **kwargs)
+        with onednn_backend.flags(enabled=False):
+            return fn(*args, **kwargs)
+
+    return run
+
+
+@cpu_reference
 def evaluate_on(spec, device, order: int = 1) -> list[tuple[str, np.ndarray]]:
     """``(label, host array)`` of each output of ``spec.fn`` at ``spec.inputs``
     on ``device``, each gradient of a random cotangent (same on every device),

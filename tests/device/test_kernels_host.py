@@ -29,6 +29,9 @@ from tapegrad import ops
 from tapegrad.device import cpu, kernels
 from tapegrad.testing.fakedevice import FakeArray, fake_device
 
+# these test the NumPy paths (oneDNN, where installed, has tests of its own)
+pytestmark = pytest.mark.usefixtures("numpy_path")
+
 kc = pytest.importorskip("tapegrad.device.kernel_check")
 if shutil.which("g++") is None:
     pytest.skip("g++ is needed to build the kernels for the host", allow_module_level=True)

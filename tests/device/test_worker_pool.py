@@ -16,6 +16,9 @@ from tapegrad import ops
 from tapegrad.device import pool
 from tapegrad.ops import _conv_blocks, normalization
 
+# these test the NumPy paths (oneDNN, where installed, has tests of its own)
+pytestmark = pytest.mark.usefixtures("numpy_path")
+
 
 @pytest.fixture
 def two_threads(monkeypatch, num_threads):
@@ -314,6 +317,7 @@ _FORK_CHILD = """
 import os, numpy as np, tapegrad as tg
 from tapegrad import ops
 from tapegrad.device import pool
+
 pool.MIN_WORK = 0
 tg.set_num_threads(2)
 x = tg.tensor(np.ones((4, 2, 6, 6), np.float32))

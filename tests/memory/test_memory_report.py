@@ -14,6 +14,10 @@ from tapegrad.memory import PeakMeter
 from tapegrad.memory import rules as memory_rules
 from tapegrad.utils import checkpoint
 
+# the rules against the NumPy paths' allocations (oneDNN's are its own: its rule is an
+# upper bound, tests/device/test_onednn.py)
+pytestmark = pytest.mark.usefixtures("numpy_path")
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 

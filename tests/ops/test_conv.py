@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import tapegrad as tg
 from tapegrad import ops
+from tapegrad.device import onednn as onednn_lib
 from tapegrad.errors import ArgumentError, DTypeError, GraphError, ShapeError
 from tapegrad.ops import _conv_blocks as blocks
 from tapegrad.ops import _conv_columns as columns
@@ -20,19 +21,33 @@ from tapegrad.testing.reference import ref_conv2d, ref_conv_transpose2d
 
 
 @pytest.fixture(autouse=True, scope="module",
-                params=["nchw-columns", "channels-last-rows", "channels-last-images"])
+                params=["nchw-columns", "channels-last-rows", "channels-last-images", "onednn"])
 def cols_layout(request):
-    """Every test runs with both layouts: as chosen per conv (channels-last from
-    _conv_blocks.MIN_CG channels per group up, which these small cases are below),
-    and channels-last by blocks for every channel count, the blocks a few output rows
-    each (a last one shorter) or several whole images each."""
+    """Every test runs on each CPU path: the NumPy path with both layouts -- as chosen
+    per conv (channels-last from _conv_blocks.MIN_CG channels per group up, which these
+    small cases are below), and channels-last by blocks for every channel count, the
+    blocks a few output rows each (a last one shorter) or several whole images each --
+    and, where it is installed, oneDNN (float32 convolutions; float64 ones stay on
+    NumPy). Tests of one path's internals skip the others (:func:`_numpy_only`)."""
+    if request.param == "onednn":
+        if not tg.backends.onednn.is_available():
+            pytest.skip(f"oneDNN is not installed ({onednn_lib.load_error()})")
+        with tg.backends.onednn.flags(enabled=True):
+            yield request.param
+        return
     before = blocks.MIN_CG, blocks.BLOCK_BYTES
     if request.param == "channels-last-rows":
         blocks.MIN_CG, blocks.BLOCK_BYTES = 1, 2048
     elif request.param == "channels-last-images":
         blocks.MIN_CG, blocks.BLOCK_BYTES = 1, 1 << 16
-    yield request.param
+    with tg.backends.onednn.flags(enabled=False):
+        yield request.param
     blocks.MIN_CG, blocks.BLOCK_BYTES = before
+
+
+def _numpy_only(cols_layout):
+    if cols_layout == "onednn":
+        pytest.skip("a test of the NumPy path's columns and layouts")
 
 
 def _pair(v):
@@ -246,7 +261,8 @@ def test_conv2d_depthwise_and_int_args():
     gradcheck(lambda x, w: ops.conv2d(x, w, stride=2, padding=(1, 2), groups=4), [x, w])
 
 
-def test_conv2d_skips_image_gradient(monkeypatch):
+def test_conv2d_skips_image_gradient(monkeypatch, cols_layout):
+    _numpy_only(cols_layout)
     calls = []
     real = conv_mod._input_grad
     monkeypatch.setattr(conv_mod, "_input_grad", lambda *a: calls.append(1) or real(*a))
@@ -277,7 +293,8 @@ def test_conv2d_skips_image_gradient(monkeypatch):
     assert cols3 is not None and saved_w3 is w3.array and saved_x3 is x2.array
 
 
-def test_channels_last_saves_the_padded_nhwc_input_not_columns():
+def test_channels_last_saves_the_padded_nhwc_input_not_columns(cols_layout):
+    _numpy_only(cols_layout)
     rng = np.random.default_rng(8)
     x = rng.standard_normal((3, 16, 7, 6)).astype(np.float32)
     w = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)

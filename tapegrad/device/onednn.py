@@ -1,0 +1,549 @@
+"""A small binding of oneDNN (the library behind PyTorch's and Chainer's CPU layers)
+for the host's float32 convolutions: ctypes on ``libdnnl.so.3`` from the optional
+``onednn-cpu-gomp`` wheel (``pip install 'tapegrad[onednn]'``).
+
+Nothing of ctypes leaves this module. An op asks for a primitive by what it computes
+(:func:`conv_forward`, :func:`conv_backward_data`, :func:`conv_backward_weights`) on
+NumPy arrays and gets arrays back; this module keeps the engine and stream, builds
+memory descriptors from the arrays' own shapes and strides (no copy for any strided
+layout oneDNN takes), lets oneDNN choose its blocked layouts for the weights and
+activations (``format_tag_any``), reorders in and out, and caches each primitive by
+what it computes (kind, shapes, strides, parameters). Status codes become
+:class:`tapegrad.errors.DeviceError` naming the call.
+
+Whether the ops use it is :mod:`tapegrad.backends.onednn` (on when the library loads,
+off with ``TAPEGRAD_ONEDNN=0``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+import threading
+
+import numpy as np
+
+from ..errors import DeviceError, MissingDependencyError
+
+__all__ = ["available", "load_error", "version", "set_num_threads", "usable", "conv_forward",
+           "conv_backward_data", "conv_backward_weights"]
+
+# Whether ops use oneDNN where it applies: tapegrad.backends.onednn.enabled reads and
+# sets this (TAPEGRAD_ONEDNN=0 turns it off for the process).
+enabled = os.environ.get("TAPEGRAD_ONEDNN", "1").strip().lower() not in ("0", "false", "off",
+                                                                        "no")
+
+# ---------------------------------------------------------- the C API's constants
+# (oneDNN 3.x, include/oneapi/dnnl/dnnl_types.h)
+_SUCCESS = 0
+_STATUS = {1: "out of memory", 2: "invalid arguments", 3: "unimplemented",
+           4: "iterator ends", 5: "runtime error", 6: "not required"}
+_CPU = 1  # dnnl_cpu
+_IN_ORDER = 1  # dnnl_stream_in_order
+_F32 = 3  # dnnl_f32
+_TAG_ANY = 1  # dnnl_format_tag_any
+_FORWARD_TRAINING, _FORWARD_INFERENCE = 64, 96
+_CONV_DIRECT = 0x1  # dnnl_convolution_direct
+_Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = 129, 130, 131, 132, \
+    133, 134
+_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS = 1, 17, 33, 41
+_ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS, _ARG_DIFF_BIAS = 129, 145, 161, 169
+_MAX_NDIMS = 12
+_Dims = ctypes.c_int64 * _MAX_NDIMS
+_p = ctypes.c_void_p
+
+
+class _ExecArg(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_int), ("memory", _p)]
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("patch", ctypes.c_int),
+                ("hash", ctypes.c_char_p), ("cpu_runtime", ctypes.c_uint),
+                ("gpu_runtime", ctypes.c_uint)]
+
+
+# ------------------------------------------------------------ loading the library
+def _candidates():
+    env = os.environ.get("TAPEGRAD_ONEDNN_LIBRARY")
+    if env:  # that library and no other
+        yield env
+        return
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix, os.path.dirname(sys.executable)
+                                 + "/..")):
+        yield from sorted(glob.glob(os.path.join(prefix, "lib", "libdnnl.so.3*")))
+    yield "libdnnl.so.3"  # the loader's own search path
+
+
+_dnnl = None
+_error: str | None = None
+_lock = threading.Lock()
+
+
+def _load():
+    global _dnnl, _error
+    if _dnnl is not None or _error is not None:
+        return _dnnl
+    with _lock:
+        if _dnnl is not None or _error is not None:
+            return _dnnl
+        tried = []
+        for path in _candidates():
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as exc:
+                tried.append(f"{path}: {exc}")
+                continue
+            try:
+                _declare(lib)
+            except AttributeError as exc:  # a library without oneDNN 3's C API
+                tried.append(f"{path}: {exc}")
+                continue
+            v = lib.dnnl_version().contents
+            if v.major != 3:
+                tried.append(f"{path}: oneDNN {v.major}.{v.minor} found, 3.x needed")
+                continue
+            _dnnl = lib
+            if _want_threads is not None:
+                _omp_threads(_want_threads)
+            return _dnnl
+        _error = "; ".join(tried[-2:]) or "libdnnl.so.3 not found"
+        return None
+
+
+def _declare(lib):
+    """Argument and result types of the calls used here."""
+    c = ctypes
+    sig = {
+        "dnnl_version": (c.POINTER(_Version), []),
+        "dnnl_engine_create": (c.c_int, [c.POINTER(_p), c.c_int, c.c_size_t]),
+        "dnnl_stream_create": (c.c_int, [c.POINTER(_p), _p, c.c_uint]),
+        "dnnl_stream_wait": (c.c_int, [_p]),
+        "dnnl_memory_desc_create_with_strides": (c.c_int, [c.POINTER(_p), c.c_int, _Dims,
+                                                           c.c_int, _Dims]),
+        "dnnl_memory_desc_create_with_tag": (c.c_int, [c.POINTER(_p), c.c_int, _Dims, c.c_int,
+                                                       c.c_int]),
+        "dnnl_memory_desc_destroy": (c.c_int, [_p]),
+        "dnnl_memory_desc_equal": (c.c_int, [_p, _p]),
+        "dnnl_memory_desc_get_size": (c.c_size_t, [_p]),
+        "dnnl_memory_desc_clone": (c.c_int, [c.POINTER(_p), _p]),
+        "dnnl_memory_create": (c.c_int, [c.POINTER(_p), _p, _p, _p]),
+        "dnnl_memory_set_data_handle": (c.c_int, [_p, _p]),
+        "dnnl_memory_destroy": (c.c_int, [_p]),
+        "dnnl_primitive_desc_query_md": (_p, [_p, c.c_int, c.c_int]),
+        "dnnl_primitive_desc_destroy": (c.c_int, [_p]),
+        "dnnl_primitive_create": (c.c_int, [c.POINTER(_p), _p]),
+        "dnnl_primitive_execute": (c.c_int, [_p, _p, c.c_int, c.POINTER(_ExecArg)]),
+        "dnnl_primitive_destroy": (c.c_int, [_p]),
+        "dnnl_reorder_primitive_desc_create": (c.c_int, [c.POINTER(_p), _p, _p, _p, _p, _p]),
+        "dnnl_convolution_forward_primitive_desc_create": (
+            c.c_int, [c.POINTER(_p), _p, c.c_int, c.c_int, _p, _p, _p, _p, _Dims, _Dims, _Dims,
+                      _Dims, _p]),
+        "dnnl_convolution_backward_data_primitive_desc_create": (
+            c.c_int, [c.POINTER(_p), _p, c.c_int, _p, _p, _p, _Dims, _Dims, _Dims, _Dims, _p,
+                      _p]),
+        "dnnl_convolution_backward_weights_primitive_desc_create": (
+            c.c_int, [c.POINTER(_p), _p, c.c_int, _p, _p, _p, _p, _Dims, _Dims, _Dims, _Dims,
+                      _p, _p]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+
+
+def available() -> bool:
+    """True when ``libdnnl.so.3`` (oneDNN 3.x) loads."""
+    return _load() is not None
+
+
+def load_error() -> str | None:
+    """Why oneDNN is unavailable (None when it loads)."""
+    _load()
+    return _error
+
+
+def usable(xp, *arrays) -> bool:
+    """Whether an op on ``arrays`` (None for an absent one) takes the oneDNN path: it is
+    enabled and loads, the arrays are NumPy's, and every one is float32."""
+    return (enabled and not _in_forked_child and xp.name == "numpy" and all(
+        a is None or a.dtype == np.float32 for a in arrays) and _load() is not None)
+
+
+# GNU OpenMP's threads do not survive fork(): a forked child (a DataLoader worker) that
+# ran an OpenMP region would hang, so children run the NumPy paths.
+_in_forked_child = False
+
+
+def _after_fork_in_child():
+    global _in_forked_child
+    _in_forked_child = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def version() -> str:
+    lib = _require()
+    v = lib.dnnl_version().contents
+    return f"{v.major}.{v.minor}.{v.patch}"
+
+
+def _require():
+    lib = _load()
+    if lib is None:
+        raise MissingDependencyError(
+            f"oneDNN is not available ({_error}); install it with "
+            "pip install 'tapegrad[onednn]' (the onednn-cpu-gomp wheel), or set "
+            "TAPEGRAD_ONEDNN_LIBRARY to a libdnnl.so.3")
+    return lib
+
+
+def _check(status, call):
+    if status != _SUCCESS:
+        raise DeviceError(f"oneDNN {call}: {_STATUS.get(status, f'status {status}')}")
+
+
+# --------------------------------------------------------------- engine, threads
+class _State(threading.local):
+    engine = None
+    stream = None
+
+
+_state = _State()
+_engine = None
+
+
+def _engine_stream():
+    """The process's CPU engine (one, shared) and this thread's stream."""
+    global _engine
+    lib = _require()
+    if _engine is None:
+        with _lock:
+            if _engine is None:
+                e = _p()
+                _check(lib.dnnl_engine_create(ctypes.byref(e), _CPU, 0), "engine_create")
+                _engine = e
+    if _state.stream is None:
+        s = _p()
+        _check(lib.dnnl_stream_create(ctypes.byref(s), _engine, _IN_ORDER), "stream_create")
+        _state.stream = s
+    return lib, _engine, _state.stream
+
+
+_gomp = None
+_want_threads: int | None = None  # tapegrad.set_num_threads's count, applied at load too
+
+
+def set_num_threads(n: int) -> None:
+    """oneDNN's OpenMP threads, for :func:`tapegrad.set_num_threads` (GNU OpenMP's
+    ``omp_set_num_threads``): applied now if the library is loaded, else when it loads."""
+    global _want_threads
+    _want_threads = int(n)
+    if _dnnl is not None:
+        _omp_threads(_want_threads)
+
+
+def _omp_threads(n):
+    global _gomp
+    if _gomp is None:
+        try:
+            _gomp = ctypes.CDLL("libgomp.so.1")
+        except OSError:
+            return
+    _gomp.omp_set_num_threads(n)
+
+
+# ------------------------------------------------------------ memory descriptors
+def _dims(values):
+    d = _Dims()
+    for i, v in enumerate(values):
+        d[i] = int(v)
+    return d
+
+
+class _Desc:
+    """An owned memory descriptor (destroyed with this object)."""
+
+    __slots__ = ("md", "lib")
+
+    def __init__(self, lib, md):
+        self.lib, self.md = lib, md
+
+    @classmethod
+    def of(cls, lib, shape, strides):
+        md = _p()
+        _check(lib.dnnl_memory_desc_create_with_strides(
+            ctypes.byref(md), len(shape), _dims(shape), _F32, _dims(strides)),
+            "memory_desc_create_with_strides")
+        return cls(lib, md)
+
+    @classmethod
+    def any(cls, lib, shape):
+        md = _p()
+        _check(lib.dnnl_memory_desc_create_with_tag(
+            ctypes.byref(md), len(shape), _dims(shape), _F32, _TAG_ANY),
+            "memory_desc_create_with_tag")
+        return cls(lib, md)
+
+    @classmethod
+    def clone(cls, lib, md):
+        out = _p()
+        _check(lib.dnnl_memory_desc_clone(ctypes.byref(out), md), "memory_desc_clone")
+        return cls(lib, out)
+
+    def __del__(self):
+        if self.md:
+            self.lib.dnnl_memory_desc_destroy(self.md)
+            self.md = None
+
+
+def _elem_strides(a):
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+class _Prim:
+    """A primitive with the descriptors of its arguments, built once and cached."""
+
+    __slots__ = ("lib", "prim", "mds", "__weakref__")
+
+    def __init__(self, lib, pd, queries):
+        self.lib = lib
+        self.mds = {arg: _Desc.clone(lib, lib.dnnl_primitive_desc_query_md(pd, q, 0))
+                    for arg, q in queries.items()}
+        p = _p()
+        _check(lib.dnnl_primitive_create(ctypes.byref(p), pd), "primitive_create")
+        self.prim = p
+
+    def __del__(self):
+        if self.prim:
+            self.lib.dnnl_primitive_destroy(self.prim)
+            self.prim = None
+
+
+def _pd_done(lib, pd):
+    lib.dnnl_primitive_desc_destroy(pd)
+
+
+# ------------------------------------------------------------------- execution
+_cache: dict = {}
+_reorders: dict = {}
+
+
+def _memory(lib, engine, md, array):
+    m = _p()
+    handle = array.ctypes.data if array is not None else None
+    _check(lib.dnnl_memory_create(ctypes.byref(m), md, engine, handle), "memory_create")
+    return m
+
+
+def _execute(lib, stream, prim, args):
+    arr = (_ExecArg * len(args))(*[_ExecArg(k, m) for k, m in args])
+    _check(lib.dnnl_primitive_execute(prim, stream, len(args), arr), "primitive_execute")
+    _check(lib.dnnl_stream_wait(stream), "stream_wait")
+
+
+def _reorder(lib, engine, stream, key, src_md, src, dst_md, dst):
+    """Copy ``src`` (under ``src_md``) into ``dst`` (under ``dst_md``); the reorder is
+    cached under ``key``, which names both layouts (never a descriptor's address: a
+    freed descriptor's address is reused)."""
+    prim = _reorders.get(key)
+    if prim is None:
+        pd = _p()
+        _check(lib.dnnl_reorder_primitive_desc_create(ctypes.byref(pd), src_md, engine, dst_md,
+                                                      engine, None), "reorder")
+        try:
+            p = _p()
+            _check(lib.dnnl_primitive_create(ctypes.byref(p), pd), "primitive_create")
+        finally:
+            _pd_done(lib, pd)
+        prim = _reorders[key] = _Owned(lib, p)
+    ms, md = _memory(lib, engine, src_md, src), _memory(lib, engine, dst_md, dst)
+    try:
+        _execute(lib, stream, prim.prim, [(_ARG_SRC, ms), (_ARG_DST, md)])
+    finally:
+        lib.dnnl_memory_destroy(ms)
+        lib.dnnl_memory_destroy(md)
+
+
+class _Owned:
+    """A primitive (destroyed with this object)."""
+
+    __slots__ = ("lib", "prim")
+
+    def __init__(self, lib, prim):
+        self.lib, self.prim = lib, prim
+
+    def __del__(self):
+        if self.prim:
+            self.lib.dnnl_primitive_destroy(self.prim)
+            self.prim = None
+
+
+def _run(prim_key, build, inputs, outputs):
+    """Execute the cached primitive ``prim_key`` (built by ``build(lib, engine)``):
+    ``inputs`` {arg: array} and ``outputs`` {arg: array} in plain (strided) layouts;
+    each is reordered into the layout the primitive chose where that differs."""
+    lib, engine, stream = _engine_stream()
+    prim = _cache.get(prim_key)
+    if prim is None:
+        prim = _cache[prim_key] = build(lib, engine)
+    mems, temps, back = [], [], []
+    try:
+        for arg, a in inputs.items():
+            plain = _Desc.of(lib, a.shape, _elem_strides(a))
+            want = prim.mds[arg]
+            if lib.dnnl_memory_desc_equal(plain.md, want.md):
+                m = _memory(lib, engine, plain.md, a)
+            else:
+                buf = np.empty(lib.dnnl_memory_desc_get_size(want.md) // 4 or 1, np.float32)
+                _reorder(lib, engine, stream, (prim_key, arg, "in", a.shape, a.strides),
+                         plain.md, a, want.md, buf)
+                temps.append((plain, buf))
+                m = _memory(lib, engine, want.md, buf)
+            mems.append((arg, m))
+        for arg, a in outputs.items():
+            plain = _Desc.of(lib, a.shape, _elem_strides(a))
+            want = prim.mds[arg]
+            if lib.dnnl_memory_desc_equal(plain.md, want.md):
+                m = _memory(lib, engine, plain.md, a)
+            else:
+                buf = np.empty(lib.dnnl_memory_desc_get_size(want.md) // 4 or 1, np.float32)
+                m = _memory(lib, engine, want.md, buf)
+                back.append((arg, want, buf, plain, a))
+            mems.append((arg, m))
+        _execute(lib, stream, prim.prim, mems)
+        for arg, want, buf, plain, a in back:
+            _reorder(lib, engine, stream, (prim_key, arg, "out", a.shape, a.strides),
+                     want.md, buf, plain.md, a)
+    finally:
+        for _, m in mems:
+            lib.dnnl_memory_destroy(m)
+
+
+# -------------------------------------------------------------- convolutions
+def _conv_params(geo):
+    """oneDNN's strides, dilations (0 = none), and the padding before and after."""
+    t, b, left, r = geo.pad
+    return (_dims(geo.stride), _dims((geo.dilation[0] - 1, geo.dilation[1] - 1)),
+            _dims((t, left)), _dims((b, r)))
+
+
+def _conv_shapes(geo):
+    """(src, weights, dst) dims; grouped weights are (G, O/G, C/G, kh, kw)."""
+    src = (geo.n, geo.c, geo.h, geo.w)
+    dst = (geo.n, geo.o, geo.ho, geo.wo)
+    if geo.groups == 1:
+        w = (geo.o, geo.c, geo.kh, geo.kw)
+    else:
+        w = (geo.groups, geo.o // geo.groups, geo.c // geo.groups, geo.kh, geo.kw)
+    return src, w, dst
+
+
+def _geo_key(geo):
+    return (geo.n, geo.c, geo.h, geo.w, geo.o, geo.kh, geo.kw, geo.groups, tuple(geo.stride),
+            tuple(geo.dilation), tuple(geo.pad))
+
+
+def _forward_pd(lib, engine, geo, bias):
+    src, w, dst = _conv_shapes(geo)
+    mds = [_Desc.any(lib, src), _Desc.any(lib, w), _Desc.any(lib, (geo.o,)) if bias else None,
+           _Desc.any(lib, dst)]
+    pd = _p()
+    _check(lib.dnnl_convolution_forward_primitive_desc_create(
+        ctypes.byref(pd), engine, _FORWARD_TRAINING, _CONV_DIRECT, mds[0].md, mds[1].md,
+        mds[2].md if bias else None, mds[3].md, *_conv_params(geo), None),
+        "convolution_forward_primitive_desc_create")
+    return pd
+
+
+def _grouped(w, geo):
+    return w if geo.groups == 1 else w.reshape(_conv_shapes(geo)[1])
+
+
+def conv_forward(x, w, b, geo):
+    """y = conv(x, w) + b for float32 NCHW arrays; ``geo`` is ops.conv's geometry."""
+    bias = b is not None
+
+    def build(lib, engine):
+        pd = _forward_pd(lib, engine, geo, bias)
+        try:
+            q = {_ARG_SRC: _Q_SRC, _ARG_WEIGHTS: _Q_WEIGHTS, _ARG_DST: _Q_DST}
+            if bias:
+                q[_ARG_BIAS] = _Q_WEIGHTS  # bias: weights_md index 1, set below
+            prim = _Prim(lib, pd, {k: v for k, v in q.items() if k != _ARG_BIAS})
+            if bias:
+                prim.mds[_ARG_BIAS] = _Desc.clone(
+                    lib, lib.dnnl_primitive_desc_query_md(pd, _Q_WEIGHTS, 1))
+            return prim
+        finally:
+            _pd_done(lib, pd)
+
+    y = np.empty((geo.n, geo.o, geo.ho, geo.wo), np.float32)
+    ins = {_ARG_SRC: x, _ARG_WEIGHTS: _grouped(w, geo)}
+    if bias:
+        ins[_ARG_BIAS] = b
+    _run(("conv_fwd", _geo_key(geo), bias), build, ins, {_ARG_DST: y})
+    return y
+
+
+def conv_backward_data(gy, w, geo):
+    """gx, the input gradient of conv(x, w), from gy (N, O, Ho, Wo)."""
+
+    def build(lib, engine):
+        hint = _forward_pd(lib, engine, geo, False)
+        src, wd, dst = _conv_shapes(geo)
+        mds = [_Desc.any(lib, src), _Desc.any(lib, wd), _Desc.any(lib, dst)]
+        pd = _p()
+        try:
+            _check(lib.dnnl_convolution_backward_data_primitive_desc_create(
+                ctypes.byref(pd), engine, _CONV_DIRECT, mds[0].md, mds[1].md, mds[2].md,
+                *_conv_params(geo), hint, None),
+                "convolution_backward_data_primitive_desc_create")
+            return _Prim(lib, pd, {_ARG_DIFF_SRC: _Q_DIFF_SRC, _ARG_WEIGHTS: _Q_WEIGHTS,
+                                   _ARG_DIFF_DST: _Q_DIFF_DST})
+        finally:
+            _pd_done(lib, hint)
+            if pd:
+                _pd_done(lib, pd)
+
+    gx = np.empty((geo.n, geo.c, geo.h, geo.w), np.float32)
+    _run(("conv_bwd_data", _geo_key(geo)), build,
+         {_ARG_WEIGHTS: _grouped(w, geo), _ARG_DIFF_DST: gy}, {_ARG_DIFF_SRC: gx})
+    return gx
+
+
+def conv_backward_weights(x, gy, geo, bias):
+    """(gw, gb or None): the weight (and bias) gradients of conv(x, w) + b."""
+
+    def build(lib, engine):
+        hint = _forward_pd(lib, engine, geo, bias)
+        src, wd, dst = _conv_shapes(geo)
+        mds = [_Desc.any(lib, src), _Desc.any(lib, wd),
+               _Desc.any(lib, (geo.o,)) if bias else None, _Desc.any(lib, dst)]
+        pd = _p()
+        try:
+            _check(lib.dnnl_convolution_backward_weights_primitive_desc_create(
+                ctypes.byref(pd), engine, _CONV_DIRECT, mds[0].md, mds[1].md,
+                mds[2].md if bias else None, mds[3].md, *_conv_params(geo), hint, None),
+                "convolution_backward_weights_primitive_desc_create")
+            prim = _Prim(lib, pd, {_ARG_SRC: _Q_SRC, _ARG_DIFF_WEIGHTS: _Q_DIFF_WEIGHTS,
+                                   _ARG_DIFF_DST: _Q_DIFF_DST})
+            if bias:
+                prim.mds[_ARG_DIFF_BIAS] = _Desc.clone(
+                    lib, lib.dnnl_primitive_desc_query_md(pd, _Q_DIFF_WEIGHTS, 1))
+            return prim
+        finally:
+            _pd_done(lib, hint)
+            if pd:
+                _pd_done(lib, pd)
+
+    gw = np.empty(_conv_shapes(geo)[1], np.float32)
+    outs = {_ARG_DIFF_WEIGHTS: gw}
+    gb = np.empty((geo.o,), np.float32) if bias else None
+    if bias:
+        outs[_ARG_DIFF_BIAS] = gb
+    _run(("conv_bwd_weights", _geo_key(geo), bias), build, {_ARG_SRC: x, _ARG_DIFF_DST: gy},
+         outs)
+    return gw.reshape(geo.o, geo.c // geo.groups, geo.kh, geo.kw), gb
