@@ -384,39 +384,33 @@ class _Owned:
 def _run(prim_key, build, inputs, outputs):
     """Execute the cached primitive ``prim_key`` (built by ``build(lib, engine)``):
     ``inputs`` {arg: array} and ``outputs`` {arg: array} in plain (strided) layouts;
-    each is reordered into the layout the primitive chose where that differs."""
+    each is reordered into the layout the primitive chose where that differs (inputs
+    before the primitive runs, outputs after)."""
     lib, engine, stream = _engine_stream()
+    # a primitive splits its work for the thread count it was made at: one per count
+    prim_key = (prim_key, _want_threads)
     prim = _cache.get(prim_key)
     if prim is None:
         prim = _cache[prim_key] = build(lib, engine)
-    mems, temps, back = [], [], []
+    mems, keep, back = [], [], []
     try:
-        for arg, a in inputs.items():
-            plain = _Desc.of(lib, a.shape, _elem_strides(a))
-            want = prim.mds[arg]
+        for arg, a, is_input in [(k, v, True) for k, v in inputs.items()] + \
+                                [(k, v, False) for k, v in outputs.items()]:
+            plain, want = _Desc.of(lib, a.shape, _elem_strides(a)), prim.mds[arg]
             if lib.dnnl_memory_desc_equal(plain.md, want.md):
-                m = _memory(lib, engine, plain.md, a)
+                mems.append((arg, _memory(lib, engine, plain.md, a)))
+                continue
+            buf = np.empty(lib.dnnl_memory_desc_get_size(want.md) // 4 or 1, np.float32)
+            key = (prim_key, arg, a.shape, a.strides)
+            if is_input:
+                _reorder(lib, engine, stream, key + ("in",), plain.md, a, want.md, buf)
             else:
-                buf = np.empty(lib.dnnl_memory_desc_get_size(want.md) // 4 or 1, np.float32)
-                _reorder(lib, engine, stream, (prim_key, arg, "in", a.shape, a.strides),
-                         plain.md, a, want.md, buf)
-                temps.append((plain, buf))
-                m = _memory(lib, engine, want.md, buf)
-            mems.append((arg, m))
-        for arg, a in outputs.items():
-            plain = _Desc.of(lib, a.shape, _elem_strides(a))
-            want = prim.mds[arg]
-            if lib.dnnl_memory_desc_equal(plain.md, want.md):
-                m = _memory(lib, engine, plain.md, a)
-            else:
-                buf = np.empty(lib.dnnl_memory_desc_get_size(want.md) // 4 or 1, np.float32)
-                m = _memory(lib, engine, want.md, buf)
-                back.append((arg, want, buf, plain, a))
-            mems.append((arg, m))
+                back.append((key + ("out",), want, buf, plain, a))
+            keep.append((plain, buf))
+            mems.append((arg, _memory(lib, engine, want.md, buf)))
         _execute(lib, stream, prim.prim, mems)
-        for arg, want, buf, plain, a in back:
-            _reorder(lib, engine, stream, (prim_key, arg, "out", a.shape, a.strides),
-                     want.md, buf, plain.md, a)
+        for key, want, buf, plain, a in back:
+            _reorder(lib, engine, stream, key, want.md, buf, plain.md, a)
     finally:
         for _, m in mems:
             lib.dnnl_memory_destroy(m)

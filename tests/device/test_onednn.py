@@ -241,3 +241,18 @@ def test_a_forked_child_runs_the_numpy_path():
     res = _child(code)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "0"
+
+
+@needs_onednn
+def test_a_primitive_per_thread_count(num_threads):
+    """A oneDNN primitive splits its work for the OpenMP thread count it was made at:
+    after set_num_threads the next call makes (and caches) a new one."""
+    x = tg.tensor(np.ones((2, 3, 6, 6), np.float32))
+    w = tg.tensor(np.ones((4, 3, 3, 3), np.float32))
+    counts = []
+    with tg.backends.onednn.flags(enabled=True):
+        for n in (1, 2):
+            num_threads(n)
+            assert float(ops.conv2d(x, w).sum()) == 2 * 4 * 16 * 27
+            counts.append({k[1] for k in onednn._cache})
+    assert {1} <= counts[0] and {1, 2} <= counts[1]
