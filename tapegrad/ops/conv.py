@@ -407,24 +407,6 @@ def _set_layout(xp, geo):
     geo.cl = _conv_blocks.cols_last(xp, geo.c // geo.groups) and not geo.pointwise
 
 
-def _onednn_grads(ctx, gy, nx, nw, nb):
-    """Conv2d's backward where its forward ran on oneDNN: gx by its backward-data and
-    gW (with gb) by its backward-weights primitive, or, under create_graph, the same
-    recorded ops the NumPy path records (x saved itself, not its columns)."""
-    x, w = ctx.saved_tensors
-    geo = ctx.geo
-    if ctx._graph:
-        gx = _graph_input_grad(gy, w, geo) if nx else None
-        gw = _graph_weight_grad(x, gy, geo) if nw else None
-        return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
-    gy = ctx.xp.ascontiguousarray(gy)  # (a broadcast gradient has zero strides)
-    gx = onednn.conv_backward_data(gy, w, geo) if nx else None
-    gw, gb = onednn.conv_backward_weights(x, gy, geo, nb) if nw else (None, None)
-    if nb and gb is None:
-        gb = _bias_grad(ctx.xp, gy)
-    return gx, gw, gb
-
-
 class _Conv(Function):
     """conv2d and conv_transpose2d are each other's adjoints (with respect to the
     input): each one's forward is the other's input gradient. One backward serves
@@ -438,7 +420,7 @@ class _Conv(Function):
     def backward(cls, ctx, gy):
         nx, nw, nb = ctx.needs_input_grad
         if getattr(ctx, "onednn", False):  # set on an entry whose forward ran on oneDNN
-            return _onednn_grads(ctx, gy, nx, nw, nb)
+            return cls.onednn_grads(ctx, gy, nx, nw, nb)
         if ctx._graph:
             gx, gw = cls.graph_grads(gy, ctx.saved_tensors, ctx.geo, nx, nw)
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
@@ -488,6 +470,24 @@ class Conv2d(_Conv):
         # x only for a recorded weight gradient that x itself needs a gradient of
         ctx.save_for_backward(cols if nw else None, w if nx else None, x if nx and nw else None)
         return y
+
+    @staticmethod
+    def onednn_grads(ctx, gy, nx, nw, nb):
+        """Conv2d's backward where its forward ran on oneDNN: gx by its backward-data and
+        gW (with gb) by its backward-weights primitive, or, under create_graph, the same
+        recorded ops the NumPy path records (x saved itself, not its columns)."""
+        x, w = ctx.saved_tensors
+        geo = ctx.geo
+        if ctx._graph:
+            gx = _graph_input_grad(gy, w, geo) if nx else None
+            gw = _graph_weight_grad(x, gy, geo) if nw else None
+            return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
+        gy = ctx.xp.ascontiguousarray(gy)  # (a broadcast gradient has zero strides)
+        gx = onednn.conv_backward_data(gy, w, geo) if nx else None
+        gw, gb = onednn.conv_backward_weights(x, gy, geo, nb) if nw else (None, None)
+        if nb and gb is None:
+            gb = _bias_grad(ctx.xp, gy)
+        return gx, gw, gb
 
     @staticmethod
     def grads(xp, gy, cols, w, geo, nx, nw):
@@ -576,11 +576,32 @@ class ConvTranspose2d(_Conv):
         xp = ctx.xp
         _set_layout(xp, geo)
         nx, nw, _ = ctx.needs_input_grad
-        y = xp.empty((n, cout, hout, wout), dtype=x.dtype)
-        _input_grad_by_images(xp, x, w, geo, y, b)
         ctx.geo = geo
         ctx.save_for_backward(x if nw else None, w if nx else None)  # x: for the weight grad
+        if onednn.usable(xp, x, w, b) and x.size and w.size:
+            ctx.onednn = True  # the conv's backward-data primitive, x as its output gradient
+            y = onednn.conv_backward_data(x, w, geo)
+            if b is not None:
+                y += b.reshape(1, -1, 1, 1)
+            return y
+        y = xp.empty((n, cout, hout, wout), dtype=x.dtype)
+        _input_grad_by_images(xp, x, w, geo, y, b)
         return y
+
+    @staticmethod
+    def onednn_grads(ctx, gy, nx, nw, nb):
+        """Where the forward ran on oneDNN: gx by the conv's forward primitive on gy, gW
+        by its backward-weights primitive with gy as its input and x as its output
+        gradient (under create_graph, the recorded ops of :meth:`graph_grads`)."""
+        x, w = ctx.saved_tensors
+        geo = ctx.geo
+        if ctx._graph:
+            gx, gw = ConvTranspose2d.graph_grads(gy, (x, w), geo, nx, nw)
+            return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
+        gy = ctx.xp.ascontiguousarray(gy)  # (a broadcast gradient has zero strides)
+        gx = onednn.conv_forward(gy, w, None, geo) if nx else None
+        gw = onednn.conv_backward_weights(gy, x, geo, False)[0] if nw else None
+        return gx, gw, (_bias_grad(ctx.xp, gy) if nb else None)
 
     @staticmethod
     def graph_grads(gy, saved, geo, nx, nw):

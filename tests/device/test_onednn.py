@@ -148,17 +148,20 @@ def test_the_same_bits_from_run_to_run_at_a_thread_count(threads, num_threads):
 
 
 @needs_onednn
-def test_double_backward_through_a_onednn_entry():
+@pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d"])
+def test_double_backward_through_a_onednn_entry(op):
     """Under create_graph the entry's vjp is the recorded ops of the NumPy path, on the
     saved x and w: second derivatives agree with the NumPy path's."""
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
-    w = rng.standard_normal((4, 3, 3, 2)).astype(np.float32)
+    w = rng.standard_normal((3, 4, 3, 2) if op == "conv_transpose2d" else (4, 3, 3, 2))
+    w = w.astype(np.float32)
     out = {}
     for on in (True, False):
         with tg.backends.onednn.flags(enabled=on):
             xt, wt = tg.tensor(x, requires_grad=True), tg.tensor(w, requires_grad=True)
-            y = ops.conv2d(xt, wt, stride=(2, 1), padding=1)
+            y = getattr(ops, op)(xt, wt, stride=(2, 1), padding=1)
+            assert getattr(y._node, "onednn", False) == on
             gx, gw = tg.grad((y * y).sum(), [xt, wt], create_graph=True)
             (gx.sum() + (gw * gw).sum()).backward()
             out[on] = (xt.grad.numpy(), wt.grad.numpy())
@@ -256,3 +259,33 @@ def test_a_primitive_per_thread_count(num_threads):
             assert float(ops.conv2d(x, w).sum()) == 2 * 4 * 16 * 27
             counts.append({k[1] for k in onednn._cache})
     assert {1} <= counts[0] and {1, 2} <= counts[1]
+
+
+def _transpose_all(x, w, b, on, **kw):
+    with tg.backends.onednn.flags(enabled=on):
+        xs = [tg.tensor(a, requires_grad=True) for a in (x, w, b)]
+        y = ops.conv_transpose2d(*xs, **kw)
+        path = getattr(y._node, "onednn", False)
+        u = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
+        (y * tg.tensor(u)).sum().backward()
+    return path, [y.numpy()] + [t.grad.numpy() for t in xs]
+
+
+@needs_onednn
+@pytest.mark.parametrize("xs, ws, kw", [
+    ((2, 4, 5, 5), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+    ((2, 4, 5, 6), (4, 2, 3, 2), dict(groups=2, dilation=2, padding=(1, 0, 2, 1))),
+    ((1, 3, 4, 4), (3, 5, 1, 1), {}),
+    ((3, 6, 3, 4), (6, 1, 4, 4), dict(groups=6, stride=(2, 3), output_padding=(1, 2)))],
+    ids=["stride-2", "groups-dilation-crop", "pointwise", "depthwise"])
+def test_conv_transpose2d_matches_the_numpy_path(xs, ws, kw):
+    """The deconvolution is the conv's backward-data primitive; its gradients are the
+    conv's forward (gx) and backward-weights (gW, with gy as the conv's input)."""
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[1] * kw.get("groups", 1)).astype(np.float32)
+    on_path, got = _transpose_all(x, w, b, True, **kw)
+    off_path, want = _transpose_all(x, w, b, False, **kw)
+    assert on_path and not off_path
+    for name, g, e in zip(("y", "gx", "gw", "gb"), got, want):
+        _close(g, e, f"conv_transpose2d {name} {kw}")
