@@ -166,9 +166,11 @@ def load_error() -> str | None:
 
 def usable(xp, *arrays) -> bool:
     """Whether an op on ``arrays`` (None for an absent one) takes the oneDNN path: it is
-    enabled and loads, the arrays are NumPy's, and every one is float32."""
+    enabled and loads, the arrays are NumPy's, and every one is float32 with positive
+    strides."""
     return (enabled and not _in_forked_child and xp.name == "numpy" and all(
-        a is None or a.dtype == np.float32 for a in arrays) and _load() is not None)
+        a is None or (a.dtype == np.float32 and min(a.strides, default=1) > 0)
+        for a in arrays) and _load() is not None)  # (reversed or broadcast views: NumPy)
 
 
 # GNU OpenMP's threads do not survive fork(): a forked child (a DataLoader worker) that
@@ -315,6 +317,10 @@ class _Prim:
         p = _p()
         _check(lib.dnnl_primitive_create(ctypes.byref(p), pd), "primitive_create")
         self.prim = p
+
+    def add_bias(self, pd, arg, query):
+        """The bias (or its gradient): the second descriptor of the weights query."""
+        self.mds[arg] = _Desc.clone(self.lib, self.lib.dnnl_primitive_desc_query_md(pd, query, 1))
 
     def __del__(self):
         if self.prim:
@@ -463,13 +469,9 @@ def conv_forward(x, w, b, geo):
     def build(lib, engine):
         pd = _forward_pd(lib, engine, geo, bias)
         try:
-            q = {_ARG_SRC: _Q_SRC, _ARG_WEIGHTS: _Q_WEIGHTS, _ARG_DST: _Q_DST}
+            prim = _Prim(lib, pd, {_ARG_SRC: _Q_SRC, _ARG_WEIGHTS: _Q_WEIGHTS, _ARG_DST: _Q_DST})
             if bias:
-                q[_ARG_BIAS] = _Q_WEIGHTS  # bias: weights_md index 1, set below
-            prim = _Prim(lib, pd, {k: v for k, v in q.items() if k != _ARG_BIAS})
-            if bias:
-                prim.mds[_ARG_BIAS] = _Desc.clone(
-                    lib, lib.dnnl_primitive_desc_query_md(pd, _Q_WEIGHTS, 1))
+                prim.add_bias(pd, _ARG_BIAS, _Q_WEIGHTS)
             return prim
         finally:
             _pd_done(lib, pd)
@@ -525,8 +527,7 @@ def conv_backward_weights(x, gy, geo, bias):
             prim = _Prim(lib, pd, {_ARG_SRC: _Q_SRC, _ARG_DIFF_WEIGHTS: _Q_DIFF_WEIGHTS,
                                    _ARG_DIFF_DST: _Q_DIFF_DST})
             if bias:
-                prim.mds[_ARG_DIFF_BIAS] = _Desc.clone(
-                    lib, lib.dnnl_primitive_desc_query_md(pd, _Q_DIFF_WEIGHTS, 1))
+                prim.add_bias(pd, _ARG_DIFF_BIAS, _Q_DIFF_WEIGHTS)
             return prim
         finally:
             _pd_done(lib, hint)

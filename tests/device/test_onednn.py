@@ -100,6 +100,10 @@ def test_float64_strided_and_empty_inputs_take_the_numpy_path():
         assert y._node.onednn
         np.testing.assert_allclose(y.numpy(), ops.conv2d(
             tg.tensor(x.array.transpose(0, 1, 3, 2).copy()), w32).numpy(), rtol=1e-5, atol=1e-5)
+        yf = ops.conv2d(x[:, :, ::-1], w32)  # a view with a negative stride: NumPy's path
+        assert x[:, :, ::-1].array.strides[2] < 0 and not getattr(yf._node, "onednn", False)
+        np.testing.assert_allclose(yf.numpy(), ops.conv2d(
+            tg.tensor(x.array[:, :, ::-1].copy()), w32).numpy(), rtol=1e-5, atol=1e-5)
         empty = ops.conv2d(tg.tensor(np.zeros((0, 3, 5, 5), np.float32), requires_grad=True),
                            w32)
         assert empty.shape == (0, 2, 3, 3) and not getattr(empty._node, "onednn", False)
