@@ -407,6 +407,17 @@ def _set_layout(xp, geo):
     geo.cl = _conv_blocks.cols_last(xp, geo.c // geo.groups) and not geo.pointwise
 
 
+def _conv_sizes_agree(geo):
+    """Whether the conv of ``geo`` maps its input size to exactly its output size, as
+    oneDNN requires. A transposed conv's output_padding can make the adjoint conv's
+    input a row or column longer than that (output_padding >= stride, with a dilation
+    above it): those take the NumPy path."""
+    t, b, left, r = geo.pad
+    (sh, sw), (dh, dw) = geo.stride, geo.dilation
+    return ((geo.h + t + b - dh * (geo.kh - 1) - 1) // sh + 1 == geo.ho
+            and (geo.w + left + r - dw * (geo.kw - 1) - 1) // sw + 1 == geo.wo)
+
+
 class _Conv(Function):
     """conv2d and conv_transpose2d are each other's adjoints (with respect to the
     input): each one's forward is the other's input gradient. One backward serves
@@ -578,7 +589,7 @@ class ConvTranspose2d(_Conv):
         nx, nw, _ = ctx.needs_input_grad
         ctx.geo = geo
         ctx.save_for_backward(x if nw else None, w if nx else None)  # x: for the weight grad
-        if onednn.usable(xp, x, w, b) and x.size and w.size:
+        if onednn.usable(xp, x, w, b) and x.size and w.size and _conv_sizes_agree(geo):
             ctx.onednn = True  # the conv's backward-data primitive, x as its output gradient
             y = onednn.conv_backward_data(x, w, geo)
             if b is not None:
