@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import DeviceError, MissingDependencyError
 
 __all__ = ["available", "load_error", "version", "set_num_threads", "usable", "conv_forward",
-           "conv_backward_data", "conv_backward_weights"]
+           "conv_backward_data", "conv_backward_weights", "conv_temporaries"]
 
 # Whether ops use oneDNN where it applies: tapegrad.backends.onednn.enabled reads and
 # sets this (TAPEGRAD_ONEDNN=0 turns it off for the process).
@@ -387,17 +387,23 @@ class _Owned:
             self.prim = None
 
 
+def _primitive(lib, engine, prim_key, build):
+    """The cached primitive (and its full key): a primitive splits its work for the
+    OpenMP thread count it was made at, so there is one per count."""
+    prim_key = (prim_key, _want_threads)
+    prim = _cache.get(prim_key)
+    if prim is None:
+        prim = _cache[prim_key] = build(lib, engine)
+    return prim_key, prim
+
+
 def _run(prim_key, build, inputs, outputs):
     """Execute the cached primitive ``prim_key`` (built by ``build(lib, engine)``):
     ``inputs`` {arg: array} and ``outputs`` {arg: array} in plain (strided) layouts;
     each is reordered into the layout the primitive chose where that differs (inputs
     before the primitive runs, outputs after)."""
     lib, engine, stream = _engine_stream()
-    # a primitive splits its work for the thread count it was made at: one per count
-    prim_key = (prim_key, _want_threads)
-    prim = _cache.get(prim_key)
-    if prim is None:
-        prim = _cache[prim_key] = build(lib, engine)
+    prim_key, prim = _primitive(lib, engine, prim_key, build)
     mems, keep, back = [], [], []
     try:
         for arg, a, is_input in [(k, v, True) for k, v in inputs.items()] + \
@@ -462,10 +468,7 @@ def _grouped(w, geo):
     return w if geo.groups == 1 else w.reshape(_conv_shapes(geo)[1])
 
 
-def conv_forward(x, w, b, geo):
-    """y = conv(x, w) + b for float32 NCHW arrays; ``geo`` is ops.conv's geometry."""
-    bias = b is not None
-
+def _build_forward(geo, bias):
     def build(lib, engine):
         pd = _forward_pd(lib, engine, geo, bias)
         try:
@@ -476,17 +479,10 @@ def conv_forward(x, w, b, geo):
         finally:
             _pd_done(lib, pd)
 
-    y = np.empty((geo.n, geo.o, geo.ho, geo.wo), np.float32)
-    ins = {_ARG_SRC: x, _ARG_WEIGHTS: _grouped(w, geo)}
-    if bias:
-        ins[_ARG_BIAS] = b
-    _run(("conv_fwd", _geo_key(geo), bias), build, ins, {_ARG_DST: y})
-    return y
+    return build
 
 
-def conv_backward_data(gy, w, geo):
-    """gx, the input gradient of conv(x, w), from gy (N, O, Ho, Wo)."""
-
+def _build_backward_data(geo, bias):
     def build(lib, engine):
         hint = _forward_pd(lib, engine, geo, False)
         src, wd, dst = _conv_shapes(geo)
@@ -504,15 +500,10 @@ def conv_backward_data(gy, w, geo):
             if pd:
                 _pd_done(lib, pd)
 
-    gx = np.empty((geo.n, geo.c, geo.h, geo.w), np.float32)
-    _run(("conv_bwd_data", _geo_key(geo)), build,
-         {_ARG_WEIGHTS: _grouped(w, geo), _ARG_DIFF_DST: gy}, {_ARG_DIFF_SRC: gx})
-    return gx
+    return build
 
 
-def conv_backward_weights(x, gy, geo, bias):
-    """(gw, gb or None): the weight (and bias) gradients of conv(x, w) + b."""
-
+def _build_backward_weights(geo, bias):
     def build(lib, engine):
         hint = _forward_pd(lib, engine, geo, bias)
         src, wd, dst = _conv_shapes(geo)
@@ -534,11 +525,70 @@ def conv_backward_weights(x, gy, geo, bias):
             if pd:
                 _pd_done(lib, pd)
 
+    return build
+
+
+# kind -> (builder, {argument: its plain array's shape from (src, weights, dst, bias)})
+_CONV = {
+    "conv_fwd": (_build_forward, {_ARG_SRC: 0, _ARG_WEIGHTS: 1, _ARG_DST: 2, _ARG_BIAS: 3}),
+    "conv_bwd_data": (_build_backward_data, {_ARG_WEIGHTS: 1, _ARG_DIFF_DST: 2,
+                                             _ARG_DIFF_SRC: 0}),
+    "conv_bwd_weights": (_build_backward_weights, {_ARG_SRC: 0, _ARG_DIFF_DST: 2,
+                                                   _ARG_DIFF_WEIGHTS: 1, _ARG_DIFF_BIAS: 3}),
+}
+
+
+def _conv_run(kind, geo, bias, inputs, outputs):
+    _run((kind, _geo_key(geo), bias), _CONV[kind][0](geo, bias), inputs, outputs)
+
+
+def conv_temporaries(kind, geo, bias) -> int:
+    """Bytes of the reorder buffers one call of ``kind`` ("conv_fwd", "conv_bwd_data",
+    "conv_bwd_weights") allocates on C-contiguous arrays: each argument in a layout of
+    oneDNN's choosing other than the array's own (for ``memory_report``)."""
+    lib, engine, _ = _engine_stream()
+    build, args = _CONV[kind]
+    _, prim = _primitive(lib, engine, (kind, _geo_key(geo), bias), build(geo, bias))
+    src, w, dst = _conv_shapes(geo)
+    shapes = (src, w, dst, (geo.o,))
+    total = 0
+    for arg, which in args.items():
+        if arg not in prim.mds:  # no bias
+            continue
+        shape = shapes[which]
+        c_order = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+        plain = _Desc.of(lib, shape, c_order)
+        want = prim.mds[arg]
+        if not lib.dnnl_memory_desc_equal(plain.md, want.md):
+            total += lib.dnnl_memory_desc_get_size(want.md)
+    return total
+
+
+def conv_forward(x, w, b, geo):
+    """y = conv(x, w) + b for float32 NCHW arrays; ``geo`` is ops.conv's geometry."""
+    bias = b is not None
+    y = np.empty((geo.n, geo.o, geo.ho, geo.wo), np.float32)
+    ins = {_ARG_SRC: x, _ARG_WEIGHTS: _grouped(w, geo)}
+    if bias:
+        ins[_ARG_BIAS] = b
+    _conv_run("conv_fwd", geo, bias, ins, {_ARG_DST: y})
+    return y
+
+
+def conv_backward_data(gy, w, geo):
+    """gx, the input gradient of conv(x, w), from gy (N, O, Ho, Wo)."""
+    gx = np.empty((geo.n, geo.c, geo.h, geo.w), np.float32)
+    _conv_run("conv_bwd_data", geo, False, {_ARG_WEIGHTS: _grouped(w, geo), _ARG_DIFF_DST: gy},
+              {_ARG_DIFF_SRC: gx})
+    return gx
+
+
+def conv_backward_weights(x, gy, geo, bias):
+    """(gw, gb or None): the weight (and bias) gradients of conv(x, w) + b."""
     gw = np.empty(_conv_shapes(geo)[1], np.float32)
     outs = {_ARG_DIFF_WEIGHTS: gw}
     gb = np.empty((geo.o,), np.float32) if bias else None
     if bias:
         outs[_ARG_DIFF_BIAS] = gb
-    _run(("conv_bwd_weights", _geo_key(geo), bias), build, {_ARG_SRC: x, _ARG_DIFF_DST: gy},
-         outs)
+    _conv_run("conv_bwd_weights", geo, bias, {_ARG_SRC: x, _ARG_DIFF_DST: gy}, outs)
     return gw.reshape(geo.o, geo.c // geo.groups, geo.kh, geo.kw), gb

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ..device import pool
+from ..device import onednn, pool
 from ..ops import _conv_blocks, conv
 from ..ops.activation import LeakyReLU, ReLU
 from ..ops.conv import Conv2d, ConvTranspose2d
@@ -184,18 +184,23 @@ def _conv2d(node, g):
     return peak, {}
 
 
-def _conv2d_onednn(node, geo, size, nx, nw, nb):
-    """oneDNN's backward: the gradients it returns, and at most one reordered (blocked)
-    copy of each array it reads or writes (x, w, gy, gx, gW). Its own scratchpad is
-    not counted (the library allocates it)."""
-    x = geo.n * geo.c * geo.h * geo.w * size
-    w = geo.o * (geo.c // geo.groups) * geo.kh * geo.kw * size
-    gy = geo.n * geo.o * geo.ho * geo.wo * size
-    peak = gy  # a contiguous copy of a broadcast gy
+def _conv2d_onednn(node, geo, size, nx, nw, nb, transposed=False):
+    """oneDNN's backward (``Conv2d.onednn_grads``; for a transposed conv, the same with
+    the conv's forward as the input gradient): gx first, while its call's reorder
+    buffers live, then gW (and gb) with theirs, gx still held. The buffers are what
+    the binding allocates (``onednn.conv_temporaries``); oneDNN's own scratchpad is the
+    library's and not counted."""
+    x = (geo.n * geo.o * geo.ho * geo.wo if transposed else geo.n * geo.c * geo.h * geo.w) * size
+    gx = x if nx else 0
+    peak = gx + onednn.conv_temporaries("conv_fwd" if transposed else "conv_bwd_data", geo,
+                                        False) if nx else 0
     if nw:
-        peak += 2 * w + x + gy + (geo.o * size if nb else 0)
-    if nx:
-        peak += 2 * x + w + gy
+        w = geo.o * (geo.c // geo.groups) * geo.kh * geo.kw * size
+        wb = nb and not transposed
+        peak = max(peak, gx + w + (geo.o * size if wb else 0)
+                   + onednn.conv_temporaries("conv_bwd_weights", geo, wb))
+    if nb and (transposed or not nw):  # the bias gradient as a sum over gy
+        peak = max(peak, gx + (geo.c if transposed else geo.o) * size)
     return peak
 
 
@@ -206,7 +211,7 @@ def _conv_transpose2d(node, g):
     _, size = g
     geo = node.geo
     if getattr(node, "onednn", False):  # the same primitives with x and gy's roles swapped
-        return _conv2d_onednn(node, geo, size, *node.needs_input_grad), {}
+        return _conv2d_onednn(node, geo, size, *node.needs_input_grad, transposed=True), {}
     pad, cols = _im2col_bytes(geo, size)
     nx, nw = node.needs_input_grad[:2]
     # the weight products

@@ -291,3 +291,30 @@ def test_each_entry_frees_its_saved_arrays_right_after_its_vjp():
     assert seen["after"] is None
     assert seen["before"] is not None and len(seen["before"]) > 0
     assert before.grad_fn.saved is None               # and released in turn
+
+
+@pytest.mark.parametrize("net", ["lenet", "vgg-small"])
+def test_predicted_peak_on_onednn_within_2_percent(net, num_threads, monkeypatch):
+    """With the convolutions on oneDNN (float32, where installed): its entries save x
+    and w, and their vjps allocate the gradients and the binding's reorder buffers
+    (``onednn.conv_temporaries``), which the rule counts exactly. (The library's own
+    scratchpad is its allocation, outside what is measured.)"""
+    import tapegrad as tg
+
+    if not tg.backends.onednn.is_available():
+        pytest.skip("oneDNN is not installed")
+    from tapegrad.device import onednn
+
+    asked = []
+    real = onednn.conv_temporaries
+    monkeypatch.setattr(onednn, "conv_temporaries", lambda *a: asked.append(a[0]) or real(*a))
+    num_threads(1)
+    bt = _bench_train()
+    spec, batch, in_shape = bt.NETS[net]
+    with tg.backends.onednn.flags(enabled=True):
+        step = bt.TapegradStep(spec, batch, in_shape, "cpu")
+        rep, peak, increase = _measure_step(step)
+    assert "conv_bwd_weights" in asked  # the conv entries ran on oneDNN
+    assert abs(rep.predicted_peak - peak) <= 0.02 * peak, (rep.predicted_peak, peak)
+    assert abs(rep.predicted_increase - increase) <= 0.02 * increase, \
+        (rep.predicted_increase, increase)
