@@ -209,7 +209,6 @@ def _check(status, call):
 
 # --------------------------------------------------------------- engine, threads
 class _State(threading.local):
-    engine = None
     stream = None
 
 
@@ -339,8 +338,8 @@ _reorders: dict = {}
 
 def _memory(lib, engine, md, array):
     m = _p()
-    handle = array.ctypes.data if array is not None else None
-    _check(lib.dnnl_memory_create(ctypes.byref(m), md, engine, handle), "memory_create")
+    _check(lib.dnnl_memory_create(ctypes.byref(m), md, engine, array.ctypes.data),
+           "memory_create")
     return m
 
 
@@ -452,14 +451,24 @@ def _geo_key(geo):
             tuple(geo.dilation), tuple(geo.pad))
 
 
-def _forward_pd(lib, engine, geo, bias):
+def _any_descs(lib, geo, bias):
+    """The conv's (src, weights, bias or None, dst) descriptors in oneDNN's choice of
+    layout (``format_tag_any``): what every conv primitive is asked for."""
     src, w, dst = _conv_shapes(geo)
-    mds = [_Desc.any(lib, src), _Desc.any(lib, w), _Desc.any(lib, (geo.o,)) if bias else None,
-           _Desc.any(lib, dst)]
+    return (_Desc.any(lib, src), _Desc.any(lib, w), _Desc.any(lib, (geo.o,)) if bias else None,
+            _Desc.any(lib, dst))
+
+
+def _md(desc):
+    return None if desc is None else desc.md
+
+
+def _forward_pd(lib, engine, geo, bias):
+    src, w, b, dst = _any_descs(lib, geo, bias)
     pd = _p()
     _check(lib.dnnl_convolution_forward_primitive_desc_create(
-        ctypes.byref(pd), engine, _FORWARD_TRAINING, _CONV_DIRECT, mds[0].md, mds[1].md,
-        mds[2].md if bias else None, mds[3].md, *_conv_params(geo), None),
+        ctypes.byref(pd), engine, _FORWARD_TRAINING, _CONV_DIRECT, src.md, w.md, _md(b), dst.md,
+        *_conv_params(geo), None),
         "convolution_forward_primitive_desc_create")
     return pd
 
@@ -485,12 +494,11 @@ def _build_forward(geo, bias):
 def _build_backward_data(geo, bias):
     def build(lib, engine):
         hint = _forward_pd(lib, engine, geo, False)
-        src, wd, dst = _conv_shapes(geo)
-        mds = [_Desc.any(lib, src), _Desc.any(lib, wd), _Desc.any(lib, dst)]
+        src, w, _, dst = _any_descs(lib, geo, False)
         pd = _p()
         try:
             _check(lib.dnnl_convolution_backward_data_primitive_desc_create(
-                ctypes.byref(pd), engine, _CONV_DIRECT, mds[0].md, mds[1].md, mds[2].md,
+                ctypes.byref(pd), engine, _CONV_DIRECT, src.md, w.md, dst.md,
                 *_conv_params(geo), hint, None),
                 "convolution_backward_data_primitive_desc_create")
             return _Prim(lib, pd, {_ARG_DIFF_SRC: _Q_DIFF_SRC, _ARG_WEIGHTS: _Q_WEIGHTS,
@@ -506,14 +514,12 @@ def _build_backward_data(geo, bias):
 def _build_backward_weights(geo, bias):
     def build(lib, engine):
         hint = _forward_pd(lib, engine, geo, bias)
-        src, wd, dst = _conv_shapes(geo)
-        mds = [_Desc.any(lib, src), _Desc.any(lib, wd),
-               _Desc.any(lib, (geo.o,)) if bias else None, _Desc.any(lib, dst)]
+        src, w, b, dst = _any_descs(lib, geo, bias)
         pd = _p()
         try:
             _check(lib.dnnl_convolution_backward_weights_primitive_desc_create(
-                ctypes.byref(pd), engine, _CONV_DIRECT, mds[0].md, mds[1].md,
-                mds[2].md if bias else None, mds[3].md, *_conv_params(geo), hint, None),
+                ctypes.byref(pd), engine, _CONV_DIRECT, src.md, w.md, _md(b), dst.md,
+                *_conv_params(geo), hint, None),
                 "convolution_backward_weights_primitive_desc_create")
             prim = _Prim(lib, pd, {_ARG_SRC: _Q_SRC, _ARG_DIFF_WEIGHTS: _Q_DIFF_WEIGHTS,
                                    _ARG_DIFF_DST: _Q_DIFF_DST})

@@ -192,8 +192,8 @@ def _conv2d_onednn(node, geo, size, nx, nw, nb, transposed=False):
     library's and not counted."""
     x = (geo.n * geo.o * geo.ho * geo.wo if transposed else geo.n * geo.c * geo.h * geo.w) * size
     gx = x if nx else 0
-    peak = gx + onednn.conv_temporaries("conv_fwd" if transposed else "conv_bwd_data", geo,
-                                        False) if nx else 0
+    peak = (gx + onednn.conv_temporaries("conv_fwd" if transposed else "conv_bwd_data", geo,
+                                         False)) if nx else 0
     if nw:
         w = geo.o * (geo.c // geo.groups) * geo.kh * geo.kw * size
         wb = nb and not transposed

@@ -13,6 +13,7 @@ host is a bug even when its values are right.
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
@@ -42,9 +43,11 @@ def cpu_reference(fn):
     reference a device is compared with (oneDNN, where it is on, is a CPU path of its
     own, with its own tests: tests/device/test_onednn.py)."""
 
+    signature = inspect.signature(fn)
+
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        device = kwargs.get("device", args[1] if fn.__name__ != "run_lenet_steps" else args[0])
+        device = signature.bind(*args, **kwargs).arguments["device"]
         if get_device(device).type != "cpu":
             return fn(*args, **kwargs)
         with onednn_backend.flags(enabled=False):
