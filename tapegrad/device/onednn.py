@@ -1,9 +1,10 @@
 """A small binding of oneDNN (the library behind PyTorch's and Chainer's CPU layers)
-for the host's float32 convolutions: ctypes on ``libdnnl.so.3`` from the optional
-``onednn-cpu-gomp`` wheel (``pip install 'tapegrad[onednn]'``).
+for the host's float32 convolutions and pooling: ctypes on ``libdnnl.so.3`` from the
+optional ``onednn-cpu-gomp`` wheel (``pip install 'tapegrad[onednn]'``).
 
-Nothing of ctypes leaves this module. An op asks for a primitive by what it computes
-(:func:`conv_forward`, :func:`conv_backward_data`, :func:`conv_backward_weights`) on
+Nothing of ctypes leaves this module and its two families, :mod:`.onednn_conv` and
+:mod:`.onednn_pool`. An op asks a family for a primitive by what it computes
+(``onednn_conv.conv_forward(x, w, b, geo)``, ``onednn_pool.pool_forward(...)``) on
 NumPy arrays and gets arrays back; this module keeps the engine and stream, builds
 memory descriptors from the arrays' own shapes and strides (no copy for any strided
 layout oneDNN takes), lets oneDNN choose its blocked layouts for the weights and
@@ -27,8 +28,7 @@ import numpy as np
 
 from ..errors import DeviceError, MissingDependencyError
 
-__all__ = ["available", "load_error", "version", "set_num_threads", "usable", "conv_forward",
-           "conv_backward_data", "conv_backward_weights", "conv_temporaries"]
+__all__ = ["available", "load_error", "version", "set_num_threads", "usable"]
 
 # Whether ops use oneDNN where it applies: tapegrad.backends.onednn.enabled reads and
 # sets this (TAPEGRAD_ONEDNN=0 turns it off for the process).
@@ -42,13 +42,13 @@ _STATUS = {1: "out of memory", 2: "invalid arguments", 3: "unimplemented",
            4: "iterator ends", 5: "runtime error", 6: "not required"}
 _CPU = 1  # dnnl_cpu
 _IN_ORDER = 1  # dnnl_stream_in_order
-_F32 = 3  # dnnl_f32
+_DTYPES = {np.dtype(np.float32): 3, np.dtype(np.uint8): 6}  # dnnl_f32, dnnl_u8
 _TAG_ANY = 1  # dnnl_format_tag_any
 _FORWARD_TRAINING, _FORWARD_INFERENCE = 64, 96
 _CONV_DIRECT = 0x1  # dnnl_convolution_direct
-_Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = 129, 130, 131, 132, \
-    133, 134
-_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS = 1, 17, 33, 41
+_POOL_MAX, _POOL_AVG_INCLUDE, _POOL_AVG_EXCLUDE = 0x1FF, 0x2FF, 0x3FF  # dnnl_pooling_*
+_Q_EXEC_ARG_MD = 255  # dnnl_query_exec_arg_md: the descriptor of an execute argument
+_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS, _ARG_WORKSPACE = 1, 17, 33, 41, 64
 _ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS, _ARG_DIFF_BIAS = 129, 145, 161, 169
 _MAX_NDIMS = 12
 _Dims = ctypes.c_int64 * _MAX_NDIMS
@@ -138,6 +138,12 @@ def _declare(lib):
         "dnnl_primitive_execute": (c.c_int, [_p, _p, c.c_int, c.POINTER(_ExecArg)]),
         "dnnl_primitive_destroy": (c.c_int, [_p]),
         "dnnl_reorder_primitive_desc_create": (c.c_int, [c.POINTER(_p), _p, _p, _p, _p, _p]),
+        "dnnl_pooling_forward_primitive_desc_create": (
+            c.c_int, [c.POINTER(_p), _p, c.c_int, c.c_int, _p, _p, _Dims, _Dims, _Dims, _Dims,
+                      _Dims, _p]),
+        "dnnl_pooling_backward_primitive_desc_create": (
+            c.c_int, [c.POINTER(_p), _p, c.c_int, _p, _p, _Dims, _Dims, _Dims, _Dims, _Dims, _p,
+                      _p]),
         "dnnl_convolution_forward_primitive_desc_create": (
             c.c_int, [c.POINTER(_p), _p, c.c_int, c.c_int, _p, _p, _p, _p, _Dims, _Dims, _Dims,
                       _Dims, _p]),
@@ -273,18 +279,24 @@ class _Desc:
         self.lib, self.md = lib, md
 
     @classmethod
-    def of(cls, lib, shape, strides):
+    def of(cls, lib, shape, strides, dtype=np.float32):
         md = _p()
         _check(lib.dnnl_memory_desc_create_with_strides(
-            ctypes.byref(md), len(shape), _dims(shape), _F32, _dims(strides)),
+            ctypes.byref(md), len(shape), _dims(shape), _DTYPES[np.dtype(dtype)],
+            _dims(strides)),
             "memory_desc_create_with_strides")
         return cls(lib, md)
+
+    @classmethod
+    def plain(cls, lib, a):
+        """The descriptor of NumPy array ``a`` as it lies (its shape, strides, dtype)."""
+        return cls.of(lib, a.shape, _elem_strides(a), a.dtype)
 
     @classmethod
     def any(cls, lib, shape):
         md = _p()
         _check(lib.dnnl_memory_desc_create_with_tag(
-            ctypes.byref(md), len(shape), _dims(shape), _F32, _TAG_ANY),
+            ctypes.byref(md), len(shape), _dims(shape), _DTYPES[np.dtype(np.float32)], _TAG_ANY),
             "memory_desc_create_with_tag")
         return cls(lib, md)
 
@@ -305,21 +317,18 @@ def _elem_strides(a):
 
 
 class _Prim:
-    """A primitive with the descriptors of its arguments, built once and cached."""
+    """A primitive with the descriptors of its arguments ``args`` (as its primitive
+    descriptor ``pd`` chose them), built once and cached."""
 
     __slots__ = ("lib", "prim", "mds", "__weakref__")
 
-    def __init__(self, lib, pd, queries):
+    def __init__(self, lib, pd, args):
         self.lib = lib
-        self.mds = {arg: _Desc.clone(lib, lib.dnnl_primitive_desc_query_md(pd, q, 0))
-                    for arg, q in queries.items()}
+        self.mds = {arg: _Desc.clone(lib, lib.dnnl_primitive_desc_query_md(pd, _Q_EXEC_ARG_MD, arg))
+                    for arg in args}
         p = _p()
         _check(lib.dnnl_primitive_create(ctypes.byref(p), pd), "primitive_create")
         self.prim = p
-
-    def add_bias(self, pd, arg, query):
-        """The bias (or its gradient): the second descriptor of the weights query."""
-        self.mds[arg] = _Desc.clone(self.lib, self.lib.dnnl_primitive_desc_query_md(pd, query, 1))
 
     def __del__(self):
         if self.prim:
@@ -407,11 +416,11 @@ def _run(prim_key, build, inputs, outputs):
     try:
         for arg, a, is_input in [(k, v, True) for k, v in inputs.items()] + \
                                 [(k, v, False) for k, v in outputs.items()]:
-            plain, want = _Desc.of(lib, a.shape, _elem_strides(a)), prim.mds[arg]
+            plain, want = _Desc.plain(lib, a), prim.mds[arg]
             if lib.dnnl_memory_desc_equal(plain.md, want.md):
                 mems.append((arg, _memory(lib, engine, plain.md, a)))
                 continue
-            buf = np.empty(lib.dnnl_memory_desc_get_size(want.md) // 4 or 1, np.float32)
+            buf = np.empty(lib.dnnl_memory_desc_get_size(want.md) // a.itemsize or 1, a.dtype)
             key = (prim_key, arg, a.shape, a.strides)
             if is_input:
                 _reorder(lib, engine, stream, key + ("in",), plain.md, a, want.md, buf)
@@ -425,176 +434,3 @@ def _run(prim_key, build, inputs, outputs):
     finally:
         for _, m in mems:
             lib.dnnl_memory_destroy(m)
-
-
-# -------------------------------------------------------------- convolutions
-def _conv_params(geo):
-    """oneDNN's strides, dilations (0 = none), and the padding before and after."""
-    t, b, left, r = geo.pad
-    return (_dims(geo.stride), _dims((geo.dilation[0] - 1, geo.dilation[1] - 1)),
-            _dims((t, left)), _dims((b, r)))
-
-
-def _conv_shapes(geo):
-    """(src, weights, dst) dims; grouped weights are (G, O/G, C/G, kh, kw)."""
-    src = (geo.n, geo.c, geo.h, geo.w)
-    dst = (geo.n, geo.o, geo.ho, geo.wo)
-    if geo.groups == 1:
-        w = (geo.o, geo.c, geo.kh, geo.kw)
-    else:
-        w = (geo.groups, geo.o // geo.groups, geo.c // geo.groups, geo.kh, geo.kw)
-    return src, w, dst
-
-
-def _geo_key(geo):
-    return (geo.n, geo.c, geo.h, geo.w, geo.o, geo.kh, geo.kw, geo.groups, tuple(geo.stride),
-            tuple(geo.dilation), tuple(geo.pad))
-
-
-def _any_descs(lib, geo, bias):
-    """The conv's (src, weights, bias or None, dst) descriptors in oneDNN's choice of
-    layout (``format_tag_any``): what every conv primitive is asked for."""
-    src, w, dst = _conv_shapes(geo)
-    return (_Desc.any(lib, src), _Desc.any(lib, w), _Desc.any(lib, (geo.o,)) if bias else None,
-            _Desc.any(lib, dst))
-
-
-def _md(desc):
-    return None if desc is None else desc.md
-
-
-def _forward_pd(lib, engine, geo, bias):
-    src, w, b, dst = _any_descs(lib, geo, bias)
-    pd = _p()
-    _check(lib.dnnl_convolution_forward_primitive_desc_create(
-        ctypes.byref(pd), engine, _FORWARD_TRAINING, _CONV_DIRECT, src.md, w.md, _md(b), dst.md,
-        *_conv_params(geo), None),
-        "convolution_forward_primitive_desc_create")
-    return pd
-
-
-def _grouped(w, geo):
-    return w if geo.groups == 1 else w.reshape(_conv_shapes(geo)[1])
-
-
-def _build_forward(geo, bias):
-    def build(lib, engine):
-        pd = _forward_pd(lib, engine, geo, bias)
-        try:
-            prim = _Prim(lib, pd, {_ARG_SRC: _Q_SRC, _ARG_WEIGHTS: _Q_WEIGHTS, _ARG_DST: _Q_DST})
-            if bias:
-                prim.add_bias(pd, _ARG_BIAS, _Q_WEIGHTS)
-            return prim
-        finally:
-            _pd_done(lib, pd)
-
-    return build
-
-
-def _build_backward_data(geo, bias):
-    def build(lib, engine):
-        hint = _forward_pd(lib, engine, geo, False)
-        src, w, _, dst = _any_descs(lib, geo, False)
-        pd = _p()
-        try:
-            _check(lib.dnnl_convolution_backward_data_primitive_desc_create(
-                ctypes.byref(pd), engine, _CONV_DIRECT, src.md, w.md, dst.md,
-                *_conv_params(geo), hint, None),
-                "convolution_backward_data_primitive_desc_create")
-            return _Prim(lib, pd, {_ARG_DIFF_SRC: _Q_DIFF_SRC, _ARG_WEIGHTS: _Q_WEIGHTS,
-                                   _ARG_DIFF_DST: _Q_DIFF_DST})
-        finally:
-            _pd_done(lib, hint)
-            if pd:
-                _pd_done(lib, pd)
-
-    return build
-
-
-def _build_backward_weights(geo, bias):
-    def build(lib, engine):
-        hint = _forward_pd(lib, engine, geo, bias)
-        src, w, b, dst = _any_descs(lib, geo, bias)
-        pd = _p()
-        try:
-            _check(lib.dnnl_convolution_backward_weights_primitive_desc_create(
-                ctypes.byref(pd), engine, _CONV_DIRECT, src.md, w.md, _md(b), dst.md,
-                *_conv_params(geo), hint, None),
-                "convolution_backward_weights_primitive_desc_create")
-            prim = _Prim(lib, pd, {_ARG_SRC: _Q_SRC, _ARG_DIFF_WEIGHTS: _Q_DIFF_WEIGHTS,
-                                   _ARG_DIFF_DST: _Q_DIFF_DST})
-            if bias:
-                prim.add_bias(pd, _ARG_DIFF_BIAS, _Q_DIFF_WEIGHTS)
-            return prim
-        finally:
-            _pd_done(lib, hint)
-            if pd:
-                _pd_done(lib, pd)
-
-    return build
-
-
-# kind -> (builder, {argument: its plain array's shape from (src, weights, dst, bias)})
-_CONV = {
-    "conv_fwd": (_build_forward, {_ARG_SRC: 0, _ARG_WEIGHTS: 1, _ARG_DST: 2, _ARG_BIAS: 3}),
-    "conv_bwd_data": (_build_backward_data, {_ARG_WEIGHTS: 1, _ARG_DIFF_DST: 2,
-                                             _ARG_DIFF_SRC: 0}),
-    "conv_bwd_weights": (_build_backward_weights, {_ARG_SRC: 0, _ARG_DIFF_DST: 2,
-                                                   _ARG_DIFF_WEIGHTS: 1, _ARG_DIFF_BIAS: 3}),
-}
-
-
-def _conv_run(kind, geo, bias, inputs, outputs):
-    _run((kind, _geo_key(geo), bias), _CONV[kind][0](geo, bias), inputs, outputs)
-
-
-def conv_temporaries(kind, geo, bias) -> int:
-    """Bytes of the reorder buffers one call of ``kind`` ("conv_fwd", "conv_bwd_data",
-    "conv_bwd_weights") allocates on C-contiguous arrays: each argument in a layout of
-    oneDNN's choosing other than the array's own (for ``memory_report``)."""
-    lib, engine, _ = _engine_stream()
-    build, args = _CONV[kind]
-    _, prim = _primitive(lib, engine, (kind, _geo_key(geo), bias), build(geo, bias))
-    src, w, dst = _conv_shapes(geo)
-    shapes = (src, w, dst, (geo.o,))
-    total = 0
-    for arg, which in args.items():
-        if arg not in prim.mds:  # no bias
-            continue
-        shape = shapes[which]
-        c_order = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
-        plain = _Desc.of(lib, shape, c_order)
-        want = prim.mds[arg]
-        if not lib.dnnl_memory_desc_equal(plain.md, want.md):
-            total += lib.dnnl_memory_desc_get_size(want.md)
-    return total
-
-
-def conv_forward(x, w, b, geo):
-    """y = conv(x, w) + b for float32 NCHW arrays; ``geo`` is ops.conv's geometry."""
-    bias = b is not None
-    y = np.empty((geo.n, geo.o, geo.ho, geo.wo), np.float32)
-    ins = {_ARG_SRC: x, _ARG_WEIGHTS: _grouped(w, geo)}
-    if bias:
-        ins[_ARG_BIAS] = b
-    _conv_run("conv_fwd", geo, bias, ins, {_ARG_DST: y})
-    return y
-
-
-def conv_backward_data(gy, w, geo):
-    """gx, the input gradient of conv(x, w), from gy (N, O, Ho, Wo)."""
-    gx = np.empty((geo.n, geo.c, geo.h, geo.w), np.float32)
-    _conv_run("conv_bwd_data", geo, False, {_ARG_WEIGHTS: _grouped(w, geo), _ARG_DIFF_DST: gy},
-              {_ARG_DIFF_SRC: gx})
-    return gx
-
-
-def conv_backward_weights(x, gy, geo, bias):
-    """(gw, gb or None): the weight (and bias) gradients of conv(x, w) + b."""
-    gw = np.empty(_conv_shapes(geo)[1], np.float32)
-    outs = {_ARG_DIFF_WEIGHTS: gw}
-    gb = np.empty((geo.o,), np.float32) if bias else None
-    if bias:
-        outs[_ARG_DIFF_BIAS] = gb
-    _conv_run("conv_bwd_weights", geo, bias, {_ARG_SRC: x, _ARG_DIFF_DST: gy}, outs)
-    return gw.reshape(geo.o, geo.c // geo.groups, geo.kh, geo.kw), gb

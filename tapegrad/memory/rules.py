@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ..device import onednn, pool
+from ..device import onednn_conv, pool
 from ..ops import _conv_blocks, conv
 from ..ops.activation import LeakyReLU, ReLU
 from ..ops.conv import Conv2d, ConvTranspose2d
@@ -93,6 +93,8 @@ def _batch_norm(node, g):
 
 
 def _max_pool(node, g):
+    if getattr(node, "onednn", None) is not None:  # oneDNN's backward writes gx, nothing else
+        return _needed_bytes(node), {}
     geo = node.geo
     shape, size = g
     n, c = geo.shape[:2]
@@ -188,17 +190,17 @@ def _conv2d_onednn(node, geo, size, nx, nw, nb, transposed=False):
     """oneDNN's backward (``Conv2d.onednn_grads``; for a transposed conv, the same with
     the conv's forward as the input gradient): gx first, while its call's reorder
     buffers live, then gW (and gb) with theirs, gx still held. The buffers are what
-    the binding allocates (``onednn.conv_temporaries``); oneDNN's own scratchpad is the
+    the binding allocates (``onednn_conv.conv_temporaries``); oneDNN's own scratchpad is the
     library's and not counted."""
     x = (geo.n * geo.o * geo.ho * geo.wo if transposed else geo.n * geo.c * geo.h * geo.w) * size
     gx = x if nx else 0
-    peak = (gx + onednn.conv_temporaries("conv_fwd" if transposed else "conv_bwd_data", geo,
+    peak = (gx + onednn_conv.conv_temporaries("conv_fwd" if transposed else "conv_bwd_data", geo,
                                          False)) if nx else 0
     if nw:
         w = geo.o * (geo.c // geo.groups) * geo.kh * geo.kw * size
         wb = nb and not transposed
         peak = max(peak, gx + w + (geo.o * size if wb else 0)
-                   + onednn.conv_temporaries("conv_bwd_weights", geo, wb))
+                   + onednn_conv.conv_temporaries("conv_bwd_weights", geo, wb))
     if nb and (transposed or not nw):  # the bias gradient as a sum over gy
         peak = max(peak, gx + (geo.c if transposed else geo.o) * size)
     return peak

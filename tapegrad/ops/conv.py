@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import copy
 
-from ..device import kernels, onednn, pool
+from ..device import kernels, onednn, onednn_conv, pool
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from ..tape import Function
 from . import _conv_blocks, _conv_columns
@@ -455,7 +455,7 @@ class Conv2d(_Conv):
             # the inputs they are), no columns
             ctx.geo, ctx.onednn = geo, True
             ctx.save_for_backward(x if nw else None, w if nx else None)
-            return onednn.conv_forward(x, w, b, geo)
+            return onednn_conv.conv_forward(x, w, b, geo)
         y = xp.empty((geo.n, geo.o, geo.ho, geo.wo), dtype=x.dtype)
         if geo.cl:  # by blocks; the padded NHWC copy of x is saved for gW
             wmat = _conv_blocks.gemm_weight(xp, w, geo)
@@ -494,8 +494,8 @@ class Conv2d(_Conv):
             gw = _graph_weight_grad(x, gy, geo) if nw else None
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
         gy = ctx.xp.ascontiguousarray(gy)  # (a broadcast gradient has zero strides)
-        gx = onednn.conv_backward_data(gy, w, geo) if nx else None
-        gw, gb = onednn.conv_backward_weights(x, gy, geo, nb) if nw else (None, None)
+        gx = onednn_conv.conv_backward_data(gy, w, geo) if nx else None
+        gw, gb = onednn_conv.conv_backward_weights(x, gy, geo, nb) if nw else (None, None)
         if nb and gb is None:
             gb = _bias_grad(ctx.xp, gy)
         return gx, gw, gb
@@ -591,7 +591,7 @@ class ConvTranspose2d(_Conv):
         ctx.save_for_backward(x if nw else None, w if nx else None)  # x: for the weight grad
         if onednn.usable(xp, x, w, b) and x.size and w.size and _conv_sizes_agree(geo):
             ctx.onednn = True  # the conv's backward-data primitive, x as its output gradient
-            y = onednn.conv_backward_data(x, w, geo)
+            y = onednn_conv.conv_backward_data(x, w, geo)
             if b is not None:
                 y += b.reshape(1, -1, 1, 1)
             return y
@@ -610,8 +610,8 @@ class ConvTranspose2d(_Conv):
             gx, gw = ConvTranspose2d.graph_grads(gy, (x, w), geo, nx, nw)
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
         gy = ctx.xp.ascontiguousarray(gy)  # (a broadcast gradient has zero strides)
-        gx = onednn.conv_forward(gy, w, None, geo) if nx else None
-        gw = onednn.conv_backward_weights(gy, x, geo, False)[0] if nw else None
+        gx = onednn_conv.conv_forward(gy, w, None, geo) if nx else None
+        gw = onednn_conv.conv_backward_weights(gy, x, geo, False)[0] if nw else None
         return gx, gw, (_bias_grad(ctx.xp, gy) if nb else None)
 
     @staticmethod

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..args import check_float, padding4, pair, raw
-from ..device import kernels, pool
+from ..device import kernels, onednn, onednn_pool, pool
 from ..errors import ArgumentError, ShapeError, describe
 from ..tape import Function
 from . import _cuda_pool
@@ -189,18 +189,25 @@ class MaxPool2d(Function):
     def forward(ctx, x, geo):
         xp = ctx.xp
         kh, kw = geo.kernel
+        need = ctx.needs_input_grad[0]
         if kernels.on_cuda(xp):  # one pass, same argmax rules (ops/_cuda_pool.py)
-            need = ctx.needs_input_grad[0]
             best, idx = _cuda_pool.max_pool_forward(
                 xp, x, geo, index_dtype(xp, kh * kw) if need else None)
             if need:
                 ctx.geo = geo
                 ctx.save_for_backward(idx)
             return best
+        alg = _onednn_algorithm(xp, x, geo, "max")
+        if alg is not None and onednn_pool.max_input_ok(x):
+            # the same argmax (window order, ties to the first) in oneDNN's workspace
+            best, idx = onednn_pool.pool_forward(x, geo, alg, need)
+            if need:
+                ctx.geo, ctx.onednn = geo, alg
+                ctx.save_for_backward(idx)
+            return best
         n, c = x.shape[:2]
         best = xp.empty((n, c) + geo.out, dtype=x.dtype)
-        idx = xp.zeros(best.shape, dtype=index_dtype(xp, kh * kw)) \
-            if ctx.needs_input_grad[0] else None
+        idx = xp.zeros(best.shape, dtype=index_dtype(xp, kh * kw)) if need else None
 
         def part(lo, hi):  # images lo..hi: a running max over the kernel offsets
             b, ix = best[lo:hi], None if idx is None else idx[lo:hi]
@@ -230,7 +237,24 @@ class MaxPool2d(Function):
         (idx,) = ctx.saved_tensors
         if ctx._graph:
             return _MaxScatter.apply(g, idx, ctx.geo), None
+        if _onednn_backward(ctx, g):
+            return onednn_pool.pool_backward(np.ascontiguousarray(g), ctx.geo, ctx.onednn,
+                                             idx), None
         return _max_scatter(ctx.xp, g, idx, ctx.geo), None
+
+
+def _onednn_algorithm(xp, x, geo, kind, count_include_pad=True):
+    """oneDNN's algorithm for this pooling call (device/onednn_pool.py), or None for the
+    NumPy path: float32 on the host, not empty, where oneDNN gives PyTorch's answer."""
+    if not (x.size and onednn.usable(xp, x)):
+        return None
+    return onednn_pool.algorithm(geo, kind, count_include_pad)
+
+
+def _onednn_backward(ctx, g):
+    """Whether an entry whose forward ran on oneDNN (``ctx.onednn``, its algorithm) runs
+    its backward there too (a float32 gradient; any other one takes the NumPy path)."""
+    return getattr(ctx, "onednn", None) is not None and onednn.usable(ctx.xp, g)
 
 
 def _max_scatter(xp, g, idx, geo):
@@ -365,17 +389,22 @@ class AvgPool2d(Function):
     @staticmethod
     def forward(ctx, x, geo, count_include_pad=True):
         xp = ctx.xp
-        inv = _inverse_divisor(xp, geo, count_include_pad, x.dtype)  # (Ho, Wo)
         ctx.geo = geo
-        ctx.inv = inv
         ctx.count_include_pad = count_include_pad
-        return _avg_forward(xp, x, geo, inv)
+        alg = _onednn_algorithm(xp, x, geo, "avg", count_include_pad)
+        if alg is not None:
+            ctx.onednn = alg
+            return onednn_pool.pool_forward(x, geo, alg, False)[0]
+        return _avg_forward(xp, x, geo, _inverse_divisor(xp, geo, count_include_pad, x.dtype))
 
     @staticmethod
     def backward(ctx, g):
         if ctx._graph:
             return _AvgPoolAdjoint.apply(g, ctx.geo, ctx.count_include_pad), None
-        return _avg_backward(ctx.xp, g, ctx.geo, ctx.inv), None
+        if _onednn_backward(ctx, g):
+            return onednn_pool.pool_backward(np.ascontiguousarray(g), ctx.geo, ctx.onednn), None
+        inv = _inverse_divisor(ctx.xp, ctx.geo, ctx.count_include_pad, g.dtype)  # (Ho, Wo)
+        return _avg_backward(ctx.xp, g, ctx.geo, inv), None
 
 
 class _AvgPoolAdjoint(Function):

@@ -1,4 +1,4 @@
-"""tapegrad/device/onednn.py and the switch tapegrad.backends.onednn: oneDNN's
+"""tapegrad/device/onednn.py, onednn_conv.py and the switch tapegrad.backends.onednn: oneDNN's
 convolutions against the NumPy path, what they skip, their determinism, double
 backward through them, the switch and environment variables, fork safety, and the
 errors when the library is absent.
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import tapegrad as tg
 from tapegrad import ops
-from tapegrad.device import onednn
+from tapegrad.device import onednn, onednn_conv
 from tapegrad.errors import MissingDependencyError
 
 needs_onednn = pytest.mark.skipif(not onednn.available(),
@@ -115,8 +115,9 @@ def test_it_computes_only_the_gradients_asked_for(monkeypatch):
     the weight gradient of a frozen layer; each saves only what its gradient reads."""
     calls = []
     for name in ("conv_backward_data", "conv_backward_weights"):
-        real = getattr(onednn, name)
-        monkeypatch.setattr(onednn, name, lambda *a, _n=name, _r=real: calls.append(_n) or _r(*a))
+        real = getattr(onednn_conv, name)
+        monkeypatch.setattr(onednn_conv, name,
+                            lambda *a, _n=name, _r=real: calls.append(_n) or _r(*a))
     rng = np.random.default_rng(4)
     x = tg.tensor(rng.standard_normal((2, 3, 6, 6)).astype(np.float32))  # an image
     w = tg.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), requires_grad=True)

@@ -297,17 +297,17 @@ def test_each_entry_frees_its_saved_arrays_right_after_its_vjp():
 def test_predicted_peak_on_onednn_within_2_percent(net, num_threads, monkeypatch):
     """With the convolutions on oneDNN (float32, where installed): its entries save x
     and w, and their vjps allocate the gradients and the binding's reorder buffers
-    (``onednn.conv_temporaries``), which the rule counts exactly. (The library's own
+    (``onednn_conv.conv_temporaries``), which the rule counts exactly. (The library's own
     scratchpad is its allocation, outside what is measured.)"""
     import tapegrad as tg
 
     if not tg.backends.onednn.is_available():
         pytest.skip("oneDNN is not installed")
-    from tapegrad.device import onednn
+    from tapegrad.device import onednn_conv
 
     asked = []
-    real = onednn.conv_temporaries
-    monkeypatch.setattr(onednn, "conv_temporaries", lambda *a: asked.append(a[0]) or real(*a))
+    real = onednn_conv.conv_temporaries
+    monkeypatch.setattr(onednn_conv, "conv_temporaries", lambda *a: asked.append(a[0]) or real(*a))
     num_threads(1)
     bt = _bench_train()
     spec, batch, in_shape = bt.NETS[net]

@@ -1,0 +1,200 @@
+"""oneDNN's convolutions for ``ops/conv.py`` (the binding is :mod:`.onednn`): forward,
+backward-data and backward-weights primitives, each asked for its layouts with
+``format_tag_any`` and cached by what it computes; ``conv_temporaries`` tells
+``memory_report`` what their reorders allocate."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .onednn import (
+    _ARG_BIAS,
+    _ARG_DIFF_BIAS,
+    _ARG_DIFF_DST,
+    _ARG_DIFF_SRC,
+    _ARG_DIFF_WEIGHTS,
+    _ARG_DST,
+    _ARG_SRC,
+    _ARG_WEIGHTS,
+    _CONV_DIRECT,
+    _FORWARD_TRAINING,
+    _check,
+    _Desc,
+    _dims,
+    _engine_stream,
+    _p,
+    _pd_done,
+    _Prim,
+    _primitive,
+    _run,
+)
+
+__all__ = ["conv_forward", "conv_backward_data", "conv_backward_weights", "conv_temporaries"]
+
+
+def _conv_params(geo):
+    """oneDNN's strides, dilations (0 = none), and the padding before and after."""
+    t, b, left, r = geo.pad
+    return (_dims(geo.stride), _dims((geo.dilation[0] - 1, geo.dilation[1] - 1)),
+            _dims((t, left)), _dims((b, r)))
+
+
+def _conv_shapes(geo):
+    """(src, weights, dst) dims; grouped weights are (G, O/G, C/G, kh, kw)."""
+    src = (geo.n, geo.c, geo.h, geo.w)
+    dst = (geo.n, geo.o, geo.ho, geo.wo)
+    if geo.groups == 1:
+        w = (geo.o, geo.c, geo.kh, geo.kw)
+    else:
+        w = (geo.groups, geo.o // geo.groups, geo.c // geo.groups, geo.kh, geo.kw)
+    return src, w, dst
+
+
+def _geo_key(geo):
+    return (geo.n, geo.c, geo.h, geo.w, geo.o, geo.kh, geo.kw, geo.groups, tuple(geo.stride),
+            tuple(geo.dilation), tuple(geo.pad))
+
+
+def _any_descs(lib, geo, bias):
+    """The conv's (src, weights, bias or None, dst) descriptors in oneDNN's choice of
+    layout (``format_tag_any``): what every conv primitive is asked for."""
+    src, w, dst = _conv_shapes(geo)
+    return (_Desc.any(lib, src), _Desc.any(lib, w), _Desc.any(lib, (geo.o,)) if bias else None,
+            _Desc.any(lib, dst))
+
+
+def _md(desc):
+    return None if desc is None else desc.md
+
+
+def _forward_pd(lib, engine, geo, bias):
+    src, w, b, dst = _any_descs(lib, geo, bias)
+    pd = _p()
+    _check(lib.dnnl_convolution_forward_primitive_desc_create(
+        ctypes.byref(pd), engine, _FORWARD_TRAINING, _CONV_DIRECT, src.md, w.md, _md(b), dst.md,
+        *_conv_params(geo), None),
+        "convolution_forward_primitive_desc_create")
+    return pd
+
+
+def _grouped(w, geo):
+    return w if geo.groups == 1 else w.reshape(_conv_shapes(geo)[1])
+
+
+def _build_forward(geo, bias):
+    def build(lib, engine):
+        pd = _forward_pd(lib, engine, geo, bias)
+        try:
+            return _Prim(lib, pd, (_ARG_SRC, _ARG_WEIGHTS, _ARG_DST)
+                         + ((_ARG_BIAS,) if bias else ()))
+        finally:
+            _pd_done(lib, pd)
+
+    return build
+
+
+def _build_backward_data(geo, bias):
+    def build(lib, engine):
+        hint = _forward_pd(lib, engine, geo, False)
+        src, w, _, dst = _any_descs(lib, geo, False)
+        pd = _p()
+        try:
+            _check(lib.dnnl_convolution_backward_data_primitive_desc_create(
+                ctypes.byref(pd), engine, _CONV_DIRECT, src.md, w.md, dst.md,
+                *_conv_params(geo), hint, None),
+                "convolution_backward_data_primitive_desc_create")
+            return _Prim(lib, pd, (_ARG_DIFF_SRC, _ARG_WEIGHTS, _ARG_DIFF_DST))
+        finally:
+            _pd_done(lib, hint)
+            if pd:
+                _pd_done(lib, pd)
+
+    return build
+
+
+def _build_backward_weights(geo, bias):
+    def build(lib, engine):
+        hint = _forward_pd(lib, engine, geo, bias)
+        src, w, b, dst = _any_descs(lib, geo, bias)
+        pd = _p()
+        try:
+            _check(lib.dnnl_convolution_backward_weights_primitive_desc_create(
+                ctypes.byref(pd), engine, _CONV_DIRECT, src.md, w.md, _md(b), dst.md,
+                *_conv_params(geo), hint, None),
+                "convolution_backward_weights_primitive_desc_create")
+            return _Prim(lib, pd, (_ARG_SRC, _ARG_DIFF_WEIGHTS, _ARG_DIFF_DST)
+                         + ((_ARG_DIFF_BIAS,) if bias else ()))
+        finally:
+            _pd_done(lib, hint)
+            if pd:
+                _pd_done(lib, pd)
+
+    return build
+
+
+# kind -> (builder, {argument: its plain array's shape from (src, weights, dst, bias)})
+_CONV = {
+    "conv_fwd": (_build_forward, {_ARG_SRC: 0, _ARG_WEIGHTS: 1, _ARG_DST: 2, _ARG_BIAS: 3}),
+    "conv_bwd_data": (_build_backward_data, {_ARG_WEIGHTS: 1, _ARG_DIFF_DST: 2,
+                                             _ARG_DIFF_SRC: 0}),
+    "conv_bwd_weights": (_build_backward_weights, {_ARG_SRC: 0, _ARG_DIFF_DST: 2,
+                                                   _ARG_DIFF_WEIGHTS: 1, _ARG_DIFF_BIAS: 3}),
+}
+
+
+def _conv_run(kind, geo, bias, inputs, outputs):
+    _run((kind, _geo_key(geo), bias), _CONV[kind][0](geo, bias), inputs, outputs)
+
+
+def conv_temporaries(kind, geo, bias) -> int:
+    """Bytes of the reorder buffers one call of ``kind`` ("conv_fwd", "conv_bwd_data",
+    "conv_bwd_weights") allocates on C-contiguous arrays: each argument in a layout of
+    oneDNN's choosing other than the array's own (for ``memory_report``)."""
+    lib, engine, _ = _engine_stream()
+    build, args = _CONV[kind]
+    _, prim = _primitive(lib, engine, (kind, _geo_key(geo), bias), build(geo, bias))
+    src, w, dst = _conv_shapes(geo)
+    shapes = (src, w, dst, (geo.o,))
+    total = 0
+    for arg, which in args.items():
+        if arg not in prim.mds:  # no bias
+            continue
+        shape = shapes[which]
+        c_order = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+        plain = _Desc.of(lib, shape, c_order)
+        want = prim.mds[arg]
+        if not lib.dnnl_memory_desc_equal(plain.md, want.md):
+            total += lib.dnnl_memory_desc_get_size(want.md)
+    return total
+
+
+def conv_forward(x, w, b, geo):
+    """y = conv(x, w) + b for float32 NCHW arrays; ``geo`` is ops.conv's geometry."""
+    bias = b is not None
+    y = np.empty((geo.n, geo.o, geo.ho, geo.wo), np.float32)
+    ins = {_ARG_SRC: x, _ARG_WEIGHTS: _grouped(w, geo)}
+    if bias:
+        ins[_ARG_BIAS] = b
+    _conv_run("conv_fwd", geo, bias, ins, {_ARG_DST: y})
+    return y
+
+
+def conv_backward_data(gy, w, geo):
+    """gx, the input gradient of conv(x, w), from gy (N, O, Ho, Wo)."""
+    gx = np.empty((geo.n, geo.c, geo.h, geo.w), np.float32)
+    _conv_run("conv_bwd_data", geo, False, {_ARG_WEIGHTS: _grouped(w, geo), _ARG_DIFF_DST: gy},
+              {_ARG_DIFF_SRC: gx})
+    return gx
+
+
+def conv_backward_weights(x, gy, geo, bias):
+    """(gw, gb or None): the weight (and bias) gradients of conv(x, w) + b."""
+    gw = np.empty(_conv_shapes(geo)[1], np.float32)
+    outs = {_ARG_DIFF_WEIGHTS: gw}
+    gb = np.empty((geo.o,), np.float32) if bias else None
+    if bias:
+        outs[_ARG_DIFF_BIAS] = gb
+    _conv_run("conv_bwd_weights", geo, bias, {_ARG_SRC: x, _ARG_DIFF_DST: gy}, outs)
+    return gw.reshape(geo.o, geo.c // geo.groups, geo.kh, geo.kw), gb
