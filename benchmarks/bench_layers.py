@@ -1,26 +1,30 @@
-"""Forward + backward time of the layer ops, tapegrad against PyTorch.
+"""Forward + backward time of the layer ops: tapegrad's paths against PyTorch.
 
-Each row runs ``y = op(inputs)``, ``y.backward(ones)`` (the input requires
-grad, so the input gradient is computed too) and reports the median of many
-repeats after a warm-up, in float32. PyTorch runs in the same process with
-``torch.set_num_threads`` set to the machine's cores; ``ratio`` is
-tapegrad / PyTorch (below 1 is faster). Ops that do not exist yet print n/a.
+Each row runs ``y = op(inputs)``, ``y.backward(g)`` (the input requires grad, so the
+input gradient is computed too), float32. On the CPU every row runs tapegrad's NumPy
+path (``tapegrad.backends.onednn`` off), its oneDNN path (on, where installed: the ops
+that have no oneDNN kernel run the NumPy path there too) and PyTorch, in the same
+process, at each thread count of ``--threads`` (``tapegrad.set_num_threads`` and
+``torch.set_num_threads``), in ``--blocks`` alternating blocks of ``--repeats``
+calls each (every path once per block, so all see the same background load). It
+prints medians and mins (ms) and each path's ratio to PyTorch by median; ``roof`` is
+the conv rows' fwd+bwd FLOPs (3 x 2 x MACs) per second on the oneDNN path as a % of a
+large SGEMM's rate at that thread count (NumPy's BLAS, measured in the same run: the
+practical FLOP roof of the machine).
 
-    python benchmarks/bench_layers.py [--device cpu|cuda] [--repeats 30] [--only conv]
-                                      [--threads N]
+    python benchmarks/bench_layers.py [--device cpu|cuda] [--threads 1,2] [--blocks 7]
+                                      [--repeats 5] [--only conv]
 
-On ``--device cuda`` PyTorch runs on CUDA in the same process and every timed
+On ``--device cuda`` tapegrad (CuPy) runs against PyTorch on CUDA, and every timed
 repeat ends with a device synchronize on both sides (CuPy's current stream,
 ``torch.cuda.synchronize``); the first, untimed runs include CuPy's kernel
 compilation.
-
-The min columns are the best repeat of each side: less sensitive to other
-processes on a shared machine than the medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -31,7 +35,7 @@ import numpy as np
 import tapegrad as tg
 from tapegrad import ops
 
-# (label, N, C, H, O, k, pad)
+# (label, N, C, H, O, k, pad): LeNet's, VGG-small's and CIFAR nets' shapes
 CONVS = [
     ("conv 64x1x28 -> 20 k5", 64, 1, 28, 20, 5, 0),
     ("conv 64x20x12 -> 50 k5", 64, 20, 12, 50, 5, 0),
@@ -39,6 +43,8 @@ CONVS = [
     ("conv 32x32x32 -> 32 k3 p1", 32, 32, 32, 32, 3, 1),
     ("conv 32x64x16 -> 64 k3 p1", 32, 64, 16, 64, 3, 1),
     ("conv 32x64x16 -> 128 k1", 32, 64, 16, 128, 1, 0),
+    ("conv 32x16x32 -> 16 k3 p1", 32, 16, 32, 16, 3, 1),
+    ("conv 32x128x8 -> 128 k3 p1", 32, 128, 8, 128, 3, 1),
 ]
 
 
@@ -129,55 +135,59 @@ def _fwd_bwd_torch(torch, fn, leaves):
     return run
 
 
-def case_conv(n, c, h, o, k, pad, rng, device, torch, tdev):
-    x, w, b = _tg((n, c, h, h), rng, device), _tg((o, c, k, k), rng, device), \
-        _tg((o,), rng, device)
-    ours = _fwd_bwd_tg(lambda: ops.conv2d(x, w, b, padding=pad), (x, w, b))
-    theirs = None
-    if torch is not None:
-        tx, tw, tb = (_th(torch, t, tdev) for t in (x, w, b))
-        F = torch.nn.functional
-        theirs = _fwd_bwd_torch(torch, lambda: F.conv2d(tx, tw, tb, padding=pad), (tx, tw, tb))
-    return ours, theirs
+def _one_input(shape, ours, theirs):
+    """A case of one input tensor: ``ours(x)`` on tapegrad, ``theirs(F, x)`` on torch."""
+    def case(rng, device, torch, tdev):
+        x = _tg(shape, rng, device)
+        tx = None if torch is None else _th(torch, x, tdev)
+        return (_fwd_bwd_tg(lambda: ours(x), (x,)),
+                None if torch is None else
+                _fwd_bwd_torch(torch, lambda: theirs(torch.nn.functional, tx), (tx,)))
+    return case
 
 
-def case_pool(rng, device, torch, tdev):
-    if not hasattr(ops, "max_pool2d"):
-        return None, None
-    x = _tg((64, 20, 24, 24), rng, device)
-    ours = _fwd_bwd_tg(lambda: ops.max_pool2d(x, 2), (x,))
-    theirs = None
-    if torch is not None:
-        tx = _th(torch, x, tdev)
-        theirs = _fwd_bwd_torch(torch, lambda: torch.nn.functional.max_pool2d(tx, 2), (tx,))
-    return ours, theirs
+def case_conv(n, c, h, o, k, pad):
+    def case(rng, device, torch, tdev):
+        x, w, b = _tg((n, c, h, h), rng, device), _tg((o, c, k, k), rng, device), \
+            _tg((o,), rng, device)
+        ours = _fwd_bwd_tg(lambda: ops.conv2d(x, w, b, padding=pad), (x, w, b))
+        theirs = None
+        if torch is not None:
+            tx, tw, tb = (_th(torch, t, tdev) for t in (x, w, b))
+            F = torch.nn.functional
+            theirs = _fwd_bwd_torch(torch, lambda: F.conv2d(tx, tw, tb, padding=pad),
+                                    (tx, tw, tb))
+        return ours, theirs
+    return case
 
 
-def case_bn(rng, device, torch, tdev):
-    if not hasattr(ops, "batch_norm"):
-        return None, None
-    c = 32
-    x = _tg((32, c, 32, 32), rng, device)
-    w = _tg((c,), rng, device)
-    b = _tg((c,), rng, device)
-    xp = x.device.xp
-    rm, rv = xp.zeros(c, np.float32), xp.ones(c, np.float32)
-    rm_t, rv_t = tg.tensor(rm, device=device), tg.tensor(rv, device=device)
-    ours = _fwd_bwd_tg(lambda: ops.batch_norm(x, rm_t, rv_t, w, b, True), (x, w, b))
-    theirs = None
-    if torch is not None:
-        tx, tw, tb = (_th(torch, t, tdev) for t in (x, w, b))
-        trm = torch.zeros(c, device=tdev)
-        trv = torch.ones(c, device=tdev)
-        F = torch.nn.functional
-        theirs = _fwd_bwd_torch(torch, lambda: F.batch_norm(tx, trm, trv, tw, tb, True),
-                                (tx, tw, tb))
-    return ours, theirs
+def _conv_flops(n, c, h, o, k, pad):
+    """fwd + bwd (input and weight gradients) FLOPs: 3 products of 2 * MACs each."""
+    ho = h + 2 * pad - k + 1
+    return 3 * 2 * n * o * ho * ho * c * k * k
+
+
+def case_bn(training):
+    def case(rng, device, torch, tdev):
+        c = 32
+        x, w, b = _tg((32, c, 32, 32), rng, device), _tg((c,), rng, device), \
+            _tg((c,), rng, device)
+        xp = x.device.xp
+        rm = tg.tensor(xp.zeros(c, np.float32), device=device)
+        rv = tg.tensor(xp.ones(c, np.float32), device=device)
+        ours = _fwd_bwd_tg(lambda: ops.batch_norm(x, rm, rv, w, b, training), (x, w, b))
+        theirs = None
+        if torch is not None:
+            tx, tw, tb = (_th(torch, t, tdev) for t in (x, w, b))
+            trm, trv = torch.zeros(c, device=tdev), torch.ones(c, device=tdev)
+            F = torch.nn.functional
+            theirs = _fwd_bwd_torch(
+                torch, lambda: F.batch_norm(tx, trm, trv, tw, tb, training), (tx, tw, tb))
+        return ours, theirs
+    return case
 
 
 def case_xent(rng, device, torch, tdev):
-    if not hasattr(ops, "cross_entropy"):
-        return None, None
     logits = _tg((256, 10), rng, device)
     target_np = rng.integers(0, 10, 256)
     target = tg.tensor(target_np, device=device)
@@ -191,25 +201,96 @@ def case_xent(rng, device, torch, tdev):
     return ours, theirs
 
 
+def rows():
+    """(label, case, conv FLOPs or None) of every row."""
+    out = [(label, case_conv(*a), _conv_flops(*a)) for label, *a in CONVS]
+    out += [
+        ("max_pool2d 2x2 64x20x24x24", _one_input(
+            (64, 20, 24, 24), lambda x: ops.max_pool2d(x, 2), lambda F, x: F.max_pool2d(x, 2)),
+         None),
+        ("max_pool2d 3s2 ceil 32x64x32x32", _one_input(
+            (32, 64, 32, 32), lambda x: ops.max_pool2d(x, 3, 2, ceil_mode=True),
+            lambda F, x: F.max_pool2d(x, 3, 2, ceil_mode=True)), None),
+        ("avg_pool2d 3s2p1 32x64x32x32", _one_input(
+            (32, 64, 32, 32), lambda x: ops.avg_pool2d(x, 3, 2, 1),
+            lambda F, x: F.avg_pool2d(x, 3, 2, 1)), None),
+        ("batch_norm train 32x32x32x32", case_bn(True), None),
+        ("batch_norm eval 32x32x32x32", case_bn(False), None),
+        ("lrn 5 32x64x32x32", _one_input(
+            (32, 64, 32, 32), lambda x: ops.local_response_norm(x, 5),
+            lambda F, x: F.local_response_norm(x, 5)), None),
+        ("cross_entropy 256x10", case_xent, None),
+    ]
+    return out
+
+
+# ------------------------------------------------------------------ timing
+
+
+def _time_paths(runs, blocks, repeats, sync):
+    """(median, min) ms of each run: ``blocks`` alternating blocks of ``repeats`` calls,
+    a short pause before each block (OpenBLAS's and OpenMP's workers spin a while after
+    a call and would compete with the next path's block)."""
+    for run in runs:  # warm-up (CuPy compiles, oneDNN builds its primitives)
+        for _ in range(2):
+            run()
+        sync()
+    times = [[] for _ in runs]
+    for _ in range(blocks):
+        for run, t in zip(runs, times):
+            time.sleep(0.1)
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                run()
+                sync()
+                t.append(time.perf_counter() - t0)
+    return [(statistics.median(t) * 1e3, min(t) * 1e3) for t in times]
+
+
+def _gemm_gflops(threads):
+    """A large float32 GEMM's rate (GFLOP/s) through NumPy's BLAS at ``threads``."""
+    from threadpoolctl import threadpool_limits
+
+    a = np.random.default_rng(0).standard_normal((2048, 2048)).astype(np.float32)
+    with threadpool_limits(threads, user_api="blas"):
+        a @ a
+        best = min(_timed_once(lambda: a @ a) for _ in range(3))
+    return 2 * 2048 ** 3 / best / 1e9
+
+
+def _timed_once(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _flags(on):
+    return tg.backends.onednn.flags(enabled=on) if on is not None else contextlib.nullcontext()
+
+
+def _under(run, on):
+    def wrapped():
+        with _flags(on):
+            run()
+    return wrapped
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--threads", default="1,2",
+                    help="thread counts, comma-separated (tapegrad and torch alike)")
+    ap.add_argument("--blocks", type=int, default=7, help="alternating blocks (>= 5)")
+    ap.add_argument("--repeats", type=int, default=5, help="calls per block")
     ap.add_argument("--only", default="", help="run only rows whose label contains this")
-    ap.add_argument("--threads", type=int, default=tg.get_num_threads(),
-                    help="tapegrad.set_num_threads and torch.set_num_threads; default: "
-                         "tapegrad's default (the cores available)")
     args = ap.parse_args()
-    tg.set_num_threads(args.threads)  # tapegrad's pool; BLAS runs at one thread per call
     device = args.device
     if device == "cuda" and not tg.cupy_available():
         ap.exit(2, "bench_layers: --device cuda needs CuPy and an NVIDIA GPU; none here "
                    "(pip install 'tapegrad[cuda]' on a GPU machine)\n")
-    rng = np.random.default_rng(0)
     try:
         import torch
 
-        torch.set_num_threads(args.threads)
         tdev = "cuda" if device == "cuda" else "cpu"
         if device == "cuda" and not torch.cuda.is_available():
             print("torch: CUDA not available, PyTorch column skipped")
@@ -220,10 +301,18 @@ def main():
 
     if device == "cuda":
         xp = tg.get_device("cuda").xp
-        sync_ours = xp.cuda.get_current_stream().synchronize
-        sync_theirs = torch.cuda.synchronize if torch is not None else (lambda: None)
+        stream_sync = xp.cuda.get_current_stream().synchronize
+        torch_sync = torch.cuda.synchronize if torch is not None else (lambda: None)
+
+        def sync():
+            stream_sync()
+            torch_sync()
+        paths = [("tapegrad", None)]
     else:
-        sync_ours = sync_theirs = lambda: None
+        sync = lambda: None  # noqa: E731
+        paths = [("numpy", False)]
+        if tg.backends.onednn.is_available():
+            paths.append(("onednn", True))
 
     print(f"machine: {_machine()}")
     if device == "cuda":
@@ -232,44 +321,40 @@ def main():
         print(f"GPU: {name}, CuPy {xp.__version__}"
               + (f", torch CUDA {torch.version.cuda}" if torch is not None else ""))
     print(f"python {platform.python_version()}, numpy {np.__version__}, BLAS: {_blas()}")
-    if torch is not None:
-        print(f"torch {torch.__version__}, torch.set_num_threads({torch.get_num_threads()}), "
-              f"interop threads {torch.get_num_interop_threads()}")
-    else:
-        print("torch: not installed")
-    print(f"device {device}, float32, fwd+bwd (input requires grad), {args.repeats} repeats "
-          "each, in 3 alternating blocks; ratio = tapegrad / torch")
+    print(f"tapegrad CPU layers: {tg.backends.onednn.describe()}")
+    print(f"torch {torch.__version__}" if torch is not None else "torch: not installed")
+    print(f"device {device}, float32, fwd+bwd (input requires grad); {args.blocks} alternating "
+          f"blocks of {args.repeats} calls per path; ratio = path / torch by median")
     print(f"load average before the run: {os.getloadavg()[0]:.2f} "
-          "(other processes on these cores skew both columns)")
-    print()
-    print(f"{'':32s} {'--------- median ---------':>31s} {'---------- min ----------':>27s}")
-    print(f"{'layer':32s} {'tapegrad ms':>12s} {'torch ms':>10s} {'ratio':>7s} "
-          f"{'tapegrad':>9s} {'torch':>9s} {'ratio':>7s}")
+          "(other processes on these cores skew every column)")
+    names = [n for n, _ in paths] + (["torch"] if torch is not None else [])
+    for threads in (int(t) for t in args.threads.split(",")):
+        tg.set_num_threads(threads)
+        if torch is not None:
+            torch.set_num_threads(threads)
+        roof = _gemm_gflops(threads) if device == "cpu" else None
+        print(f"\n{threads} thread(s)" + (f"; SGEMM 2048^3 roof {roof:.0f} GFLOP/s" if roof
+                                          else ""))
+        head = " ".join(f"{n + ' ms':>17s}" for n in names)
+        ratios = " ".join(f"{n[:6] + '/t':>9s}" for n, _ in paths) if torch is not None else ""
+        print(f"{'layer (ms: median [min])':33s} {head}  {ratios}"
+              + ("  roof%" if roof else ""))
+        rng = np.random.default_rng(0)
+        for label, make, flops in rows():
+            if args.only and args.only not in label:
+                continue
+            ours, theirs = make(rng, device, torch, tdev)
+            runs = [_under(ours, on) for _, on in paths] + ([theirs] if theirs else [])
+            res = _time_paths(runs, args.blocks, args.repeats, sync)
+            cells = " ".join(f"{med:8.3f} [{mn:6.3f}]" for med, mn in res)
+            line = f"{label:33s} {cells}"
+            if theirs is not None:
+                line += "  " + " ".join(f"{res[i][0] / res[-1][0]:9.2f}"
+                                        for i in range(len(paths)))
+            if roof and flops:
+                line += f"  {100 * flops / (res[len(paths) - 1][0] * 1e-3) / (roof * 1e9):5.1f}"
+            print(line)
 
-    rows = [(lbl, (lambda a=a: case_conv(*a, rng, device, torch, tdev)))
-            for lbl, *a in CONVS]
-    rows += [("max_pool2d 2x2 64x20x24x24", lambda: case_pool(rng, device, torch, tdev)),
-             ("batch_norm train 32x32x32x32", lambda: case_bn(rng, device, torch, tdev)),
-             ("cross_entropy 256x10", lambda: case_xent(rng, device, torch, tdev))]
-    for label, make in rows:
-        if args.only and args.only not in label:
-            continue
-        try:
-            ours, theirs = make()
-        except Exception as exc:  # an op still being written
-            print(f"{label:32s} {'n/a':>12s}   ({type(exc).__name__}: {exc})")
-            continue
-        if ours is None:
-            print(f"{label:32s} {'n/a':>12s} {'':>10s} {'':>7s}  (op not in tapegrad.ops yet)")
-            continue
-        res = _time_pair(ours, theirs, args.repeats, sync_ours, sync_theirs)
-        (t_ours, m_ours) = res[0]
-        if theirs is not None:
-            (t_theirs, m_theirs) = res[1]
-            print(f"{label:32s} {t_ours:12.3f} {t_theirs:10.3f} {t_ours / t_theirs:7.2f} "
-                  f"{m_ours:9.3f} {m_theirs:9.3f} {m_ours / m_theirs:7.2f}")
-        else:
-            print(f"{label:32s} {t_ours:12.3f} {'n/a':>10s} {'':>7s} {m_ours:9.3f}")
 
 if __name__ == "__main__":
     main()

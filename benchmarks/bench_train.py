@@ -6,23 +6,25 @@
              ReLU, conv3x3-64 BN ReLU, max pool 2, dropout 0.5, linear 4096->256,
              ReLU, linear 256->10; batch 32, 3x32x32
 
-Prints ms/step (median after warm-up) and images/s for tapegrad and, in the
-same run when torch is installed, the same nets in PyTorch (same thread
-count), their ratio, and the fraction of the machine's float32 GEMM rate
-(measured here with numpy) that the step's conv/linear FLOPs represent
+Prints ms/step (median after warm-up) and images/s for tapegrad -- on the CPU
+both its NumPy path (``tapegrad.backends.onednn`` off) and its oneDNN path (on,
+where installed) -- and, in the same run when torch is installed, the same nets in
+PyTorch, at each thread count of ``--threads``, their ratios, and the fraction of
+the machine's float32 GEMM rate (measured here with numpy) that the step's conv/linear
+FLOPs represent
 (forward + backward MACs x 2). Then each tapegrad step's peak memory
 (tracemalloc: NumPy allocations are tracked), the arrays the tape actually
 saved, and an estimate of what backward needs (saved activations plus each conv
 layer's buffer: its im2col columns, or a padded NHWC copy of its input).
 
     python benchmarks/bench_train.py [--steps 21] [--warmup 3] [--nets lenet,vgg-small,...]
-                                     [--device cpu|cuda] [--batch N] [--threads N] [--profile]
+                                     [--device cpu|cuda] [--batch N] [--threads 1,2] [--profile]
 
 On ``--device cuda`` both nets run at batch 256 (``--batch`` overrides; on the
 CPU the batches above stay the default), PyTorch runs on CUDA in the same
 process, and every timed step ends with a device synchronize on both sides.
 
-The steps of tapegrad and PyTorch alternate in blocks, and the min columns
+The steps of the paths and PyTorch alternate in blocks (5 by default), and the min columns
 (best step) are less sensitive than the medians to other processes on a
 shared machine.
 """
@@ -59,7 +61,7 @@ FIXED_BATCH = {"lenet-b1", "lenet-b256"}  # --batch and the GPU batch leave thes
 DEFAULT_NETS = {"cpu": "lenet,vgg-small,lenet-b1,lenet-b256", "cuda": "lenet,vgg-small"}
 GPU_BATCH = 256  # the issue's GPU rows: VGG-small and LeNet at B=256
 # the targets the ratio lines quote: tapegrad ms/step over torch ms/step, at most
-TARGETS = {"cpu": {"lenet": 0.7, "vgg-small": 0.8}, "cuda": {"lenet": 2.0, "vgg-small": 1.5}}
+TARGETS = {"cpu": {"lenet": 0.7, "vgg-small": 0.9}, "cuda": {"lenet": 2.0, "vgg-small": 1.5}}
 N_CLASSES = 10
 
 
@@ -259,7 +261,21 @@ class TorchStep(_Step):
             self.torch.cuda.synchronize()
 
 
-def time_steps(steppers, steps, warmup, rounds=3):
+class Switched:
+    """A tapegrad step run with the oneDNN switch at ``on`` (its forward and backward)."""
+
+    def __init__(self, step, on):
+        self.step, self.on = step, on
+
+    def __call__(self):
+        with tg.backends.onednn.flags(enabled=self.on):
+            return self.step()
+
+    def sync(self):
+        self.step.sync()
+
+
+def time_steps(steppers, steps, warmup, rounds=5):
     """``{name: (median ms, min ms)}``: the steppers take turns, ``rounds`` blocks
     each, so a burst of load from other processes hits all of them alike."""
     for step in steppers.values():
@@ -319,9 +335,9 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=0,
                     help="batch size of every net (default: the table above on cpu, "
                          f"{GPU_BATCH} on cuda)")
-    ap.add_argument("--threads", type=int, default=0,
-                    help="tapegrad.set_num_threads and torch.set_num_threads; 0: tapegrad's "
-                         "default (the cores available)")
+    ap.add_argument("--threads", default="",
+                    help="thread counts, comma-separated (tapegrad.set_num_threads and "
+                         "torch.set_num_threads); default: tapegrad's (the cores available)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
     ap.add_argument("--profile", action="store_true",
                     help="also print a cProfile of the tapegrad steps (by own time)")
@@ -331,14 +347,12 @@ def main(argv=None):
         if n not in NETS:
             ap.error(f"unknown net {n!r}: choose from {', '.join(NETS)}")
 
-    threads = args.threads or tg.get_num_threads()
-    tg.set_num_threads(threads)  # tapegrad's pool; BLAS runs at one thread per call
+    counts = [int(t) for t in args.threads.split(",")] if args.threads else \
+        [tg.get_num_threads()]
     torch = None
     if not args.no_torch:
         try:
             import torch
-
-            torch.set_num_threads(threads)
         except ImportError:
             torch = None
     dev = "cuda" if args.device == "cuda" else "cpu"
@@ -348,16 +362,36 @@ def main(argv=None):
     if dev == "cuda" and torch is not None and not torch.cuda.is_available():
         print("torch: CUDA not available, PyTorch rows skipped")
         torch = None
-    rate = gemm_rate(device=dev)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, python "
-          f"{platform.python_version()}, numpy {np.__version__} ({_blas()}), threads {threads} "
-          f"(tapegrad.set_num_threads and torch.set_num_threads({threads}); BLAS 1 per "
-          f"call), torch "
-          f"{torch.__version__ if torch else 'not installed'}; device {dev}")
+          f"{platform.python_version()}, numpy {np.__version__} ({_blas()}), threads "
+          f"{','.join(map(str, counts))} (tapegrad.set_num_threads and torch.set_num_threads; "
+          f"BLAS 1 per call), torch {torch.__version__ if torch else 'not installed'}; "
+          f"device {dev}; tapegrad CPU layers: {tg.backends.onednn.describe()}")
     if dev == "cuda":
         print(f"GPU: {_gpu_name()}")
     print(f"load average before the run: {os.getloadavg()[0]:.2f} (other processes skew "
           "the medians; the min columns are less sensitive)")
+    for threads in counts:
+        tg.set_num_threads(threads)  # tapegrad's pool; BLAS runs at one thread per call
+        if torch is not None:
+            torch.set_num_threads(threads)
+        print(f"\n======== {threads} thread(s)")
+        _run_nets(nets, args, dev, torch)
+
+
+def _paths(spec, batch, in_shape, dev):
+    """The tapegrad steppers: on the CPU its NumPy path and (where installed) its oneDNN
+    path, each a model of its own from the same seed; on cuda the one path."""
+    if dev != "cpu":
+        return {"tapegrad": TapegradStep(spec, batch, in_shape, dev)}
+    out = {"numpy": Switched(TapegradStep(spec, batch, in_shape, dev), False)}
+    if tg.backends.onednn.is_available():
+        out["onednn"] = Switched(TapegradStep(spec, batch, in_shape, dev), True)
+    return out
+
+
+def _run_nets(nets, args, dev, torch):
+    rate = gemm_rate(device=dev)
     summary = []
     bwd_memory = {}  # net -> (predicted, measured) peak of backward
     for name in nets:
@@ -365,14 +399,16 @@ def main(argv=None):
         if name not in FIXED_BATCH:
             batch = args.batch or (GPU_BATCH if dev == "cuda" else batch)
         flops, needed, im2col = analyse(spec, batch, in_shape)
-        ours = TapegradStep(spec, batch, in_shape, dev)
-        steppers = {"tapegrad": ours}
+        steppers = _paths(spec, batch, in_shape, dev)
+        ours = list(steppers.values())[-1]  # the default path (oneDNN where installed)
         if torch is not None:
             steppers["torch"] = TorchStep(spec, batch, in_shape, dev)
         timed = time_steps(steppers, args.steps, args.warmup)
-        peak = ours.peak_memory() if dev == "cpu" else float("nan")  # host allocations only
-        tape = ours.saved_on_tape()
-        bwd_memory[name] = ours.backward_memory()
+        with tg.backends.onednn.flags(enabled=getattr(ours, "on", False)):
+            step = getattr(ours, "step", ours)
+            peak = step.peak_memory() if dev == "cpu" else float("nan")  # host allocations
+            tape = step.saved_on_tape()
+            bwd_memory[name] = step.backward_memory()
         summary.append((name, batch, flops, timed, peak, tape, needed, im2col))
         if args.profile:
             print(f"\ncProfile of {args.steps} tapegrad {name} steps:")
@@ -399,16 +435,18 @@ def main(argv=None):
         print("ratio = tapegrad ms/step / torch ms/step, from medians [from mins] (the issue's "
               "targets: " + ", ".join(f"<= {v} {k}" for k, v in goals.items()) + ")")
         for name, batch, _, timed, *_ in summary:
-            r = timed["tapegrad"][0] / timed["torch"][0]
-            rmin = timed["tapegrad"][1] / timed["torch"][1]
             if dev == "cpu":
-                print(f"  {name:<10} {r:.2f} [{rmin:.2f}]")
+                print(f"  {name:<10} " + "  ".join(
+                    f"{fw} {timed[fw][0] / timed['torch'][0]:.2f} "
+                    f"[{timed[fw][1] / timed['torch'][1]:.2f}]" for fw in timed if fw != "torch"))
             else:  # one line per net that gpu_check.sh's summary picks up
+                r = timed["tapegrad"][0] / timed["torch"][0]
+                rmin = timed["tapegrad"][1] / timed["torch"][1]
                 verdict = "meets" if r <= goals.get(name, r) else "MISSES"
                 print(f"  {name:<10} B={batch} {r:.2f} [{rmin:.2f}] {verdict} "
                       f"<= {goals.get(name)}")
         print()
-    print("memory per tapegrad step (MiB):")
+    print("memory per tapegrad step (MiB), on the default path (oneDNN where installed):")
     print(f"  {'net':<10} {'peak':>8} {'tape':>8} {'needed':>8}  = saved activations + "
           "conv buffers (columns or NHWC copy, one per layer)")
     for name, _, _, _, peak, tape, needed, im2col in summary:
