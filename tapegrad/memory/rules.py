@@ -190,12 +190,12 @@ def _conv2d_onednn(node, geo, size, nx, nw, nb, transposed=False):
     """oneDNN's backward (``Conv2d.onednn_grads``; for a transposed conv, the same with
     the conv's forward as the input gradient): gx first, while its call's reorder
     buffers live, then gW (and gb) with theirs, gx still held. The buffers are what
-    the binding allocates (``onednn_conv.conv_temporaries``); oneDNN's own scratchpad is the
-    library's and not counted."""
+    the binding allocates (``onednn_conv.conv_temporaries``); oneDNN's own scratchpad
+    is the library's and not counted."""
     x = (geo.n * geo.o * geo.ho * geo.wo if transposed else geo.n * geo.c * geo.h * geo.w) * size
     gx = x if nx else 0
-    peak = (gx + onednn_conv.conv_temporaries("conv_fwd" if transposed else "conv_bwd_data", geo,
-                                         False)) if nx else 0
+    kind = "conv_fwd" if transposed else "conv_bwd_data"
+    peak = gx + onednn_conv.conv_temporaries(kind, geo, False) if nx else 0
     if nw:
         w = geo.o * (geo.c // geo.groups) * geo.kh * geo.kw * size
         wb = nb and not transposed
