@@ -20,6 +20,7 @@ from .onednn import (
     _ARG_WEIGHTS,
     _CONV_DIRECT,
     _FORWARD_TRAINING,
+    _Q_EXEC_ARG_MD,
     _check,
     _Desc,
     _dims,
@@ -57,12 +58,51 @@ def _geo_key(geo):
             tuple(geo.dilation), tuple(geo.pad))
 
 
-def _any_descs(lib, geo, bias):
-    """The conv's (src, weights, bias or None, dst) descriptors in oneDNN's choice of
-    layout (``format_tag_any``): what every conv primitive is asked for."""
+# Channels-last activations where oneDNN's own choice would pad the input channels by a
+# quarter or more: its blocked layouts (nChw16c on AVX-512, nChw8c on AVX2) round C up
+# to the block, and the wasted lanes cost more than an NHWC kernel's tails. Measured
+# fwd / bwd-data / bwd-weights, NHWC against oneDNN's choice, 1 thread, AVX-512 (AMD
+# EPYC): C=20 -> 50 k5 (LeNet's conv2; src padded 1.6x) 0.75 / 0.88 / 0.61; 20 -> 20
+# k3 0.69 / 0.67 / 0.65; 50 -> 50 k3 (1.28x) 0.83 / 0.73 / 0.72; 24 -> 40 (1.33x)
+# 1.02 / 0.86 / 0.79; and where nothing is padded 32 -> 32 1.18 / 1.20 / 0.99 and
+# 48 -> 48 1.14 / 1.17 / 1.22 (so NHWC is not the default). Inputs of fewer than 16
+# channels are not padded (oneDNN's first-layer kernels read them plain): 3 -> 32 and
+# 1 -> 20 keep oneDNN's choice (NHWC 1.48 / 1.21 / 1.89 and 0.94 / 0.68 / 1.34).
+# benchmarks/bench_layers.py has the rows. The choice depends on the geometry and the
+# CPU's block size only, never on timing, so the same bits come back every run.
+NHWC_WHEN_PADDED = 1.25
+_layouts: dict = {}
+
+
+def _channels_last(lib, engine, geo) -> bool:
+    """Whether the conv ``geo`` runs on NHWC activations (see NHWC_WHEN_PADDED)."""
+    key = _geo_key(geo)
+    got = _layouts.get(key)
+    if got is None:
+        src, w, _, dst = _any_descs(lib, geo, False, channels_last=False)
+        pd = _p()
+        _check(lib.dnnl_convolution_forward_primitive_desc_create(
+            ctypes.byref(pd), engine, _FORWARD_TRAINING, _CONV_DIRECT, src.md, w.md, None,
+            dst.md, *_conv_params(geo), None), "convolution_forward_primitive_desc_create")
+        try:
+            chosen = lib.dnnl_memory_desc_get_size(
+                lib.dnnl_primitive_desc_query_md(pd, _Q_EXEC_ARG_MD, _ARG_SRC))
+        finally:
+            _pd_done(lib, pd)
+        got = _layouts[key] = chosen >= NHWC_WHEN_PADDED * geo.n * geo.c * geo.h * geo.w * 4
+    return got
+
+
+def _any_descs(lib, geo, bias, channels_last):
+    """The conv's (src, weights, bias or None, dst) descriptors: the weights (and bias)
+    in oneDNN's choice of layout (``format_tag_any``), the activations too, or NHWC
+    (``channels_last``)."""
     src, w, dst = _conv_shapes(geo)
-    return (_Desc.any(lib, src), _Desc.any(lib, w), _Desc.any(lib, (geo.o,)) if bias else None,
-            _Desc.any(lib, dst))
+    if channels_last:  # (N, C, H, W) dims with NHWC strides
+        act = [_Desc.of(lib, s, (s[1] * s[2] * s[3], 1, s[1] * s[3], s[1])) for s in (src, dst)]
+    else:
+        act = [_Desc.any(lib, s) for s in (src, dst)]
+    return (act[0], _Desc.any(lib, w), _Desc.any(lib, (geo.o,)) if bias else None, act[1])
 
 
 def _md(desc):
@@ -70,7 +110,7 @@ def _md(desc):
 
 
 def _forward_pd(lib, engine, geo, bias):
-    src, w, b, dst = _any_descs(lib, geo, bias)
+    src, w, b, dst = _any_descs(lib, geo, bias, _channels_last(lib, engine, geo))
     pd = _p()
     _check(lib.dnnl_convolution_forward_primitive_desc_create(
         ctypes.byref(pd), engine, _FORWARD_TRAINING, _CONV_DIRECT, src.md, w.md, _md(b), dst.md,
@@ -98,7 +138,7 @@ def _build_forward(geo, bias):
 def _build_backward_data(geo, bias):
     def build(lib, engine):
         hint = _forward_pd(lib, engine, geo, False)
-        src, w, _, dst = _any_descs(lib, geo, False)
+        src, w, _, dst = _any_descs(lib, geo, False, _channels_last(lib, engine, geo))
         pd = _p()
         try:
             _check(lib.dnnl_convolution_backward_data_primitive_desc_create(
@@ -117,7 +157,7 @@ def _build_backward_data(geo, bias):
 def _build_backward_weights(geo, bias):
     def build(lib, engine):
         hint = _forward_pd(lib, engine, geo, bias)
-        src, w, b, dst = _any_descs(lib, geo, bias)
+        src, w, b, dst = _any_descs(lib, geo, bias, _channels_last(lib, engine, geo))
         pd = _p()
         try:
             _check(lib.dnnl_convolution_backward_weights_primitive_desc_create(

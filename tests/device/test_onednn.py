@@ -296,3 +296,54 @@ def test_conv_transpose2d_matches_the_numpy_path(xs, ws, kw, on):
     assert on_path == on and not off_path
     for name, g, e in zip(("y", "gx", "gw", "gb"), got, want):
         _close(g, e, f"conv_transpose2d {name} {kw}")
+
+
+@pytest.fixture
+def layout_rule(monkeypatch):
+    """Set onednn_conv.NHWC_WHEN_PADDED for one test, with empty primitive caches
+    before and after (the layouts are chosen when a primitive is built)."""
+    def clear():
+        for cache in (onednn_conv._layouts, onednn._cache, onednn._reorders):
+            cache.clear()
+
+    def set_rule(limit):
+        monkeypatch.setattr(onednn_conv, "NHWC_WHEN_PADDED", limit)
+        clear()
+    yield set_rule
+    clear()
+
+
+@needs_onednn
+@pytest.mark.parametrize("layout", ["nhwc", "blocked"])
+@pytest.mark.parametrize("op, xs, ws, kw", [
+    ("conv2d", (3, 20, 9, 8), (50, 20, 5, 5), {}),  # LeNet's conv2, smaller
+    ("conv2d", (2, 24, 7, 7), (40, 24, 3, 3), dict(padding=(1, 0, 2, 1), stride=2)),
+    ("conv2d", (2, 40, 6, 6), (20, 20, 3, 3), dict(groups=2, dilation=2, padding=2)),
+    ("conv_transpose2d", (2, 20, 5, 5), (20, 12, 3, 3), dict(stride=2, output_padding=1))],
+    ids=["lenet-conv2", "asymmetric-strided", "groups-dilation", "transpose"])
+def test_either_activation_layout_matches_the_numpy_path(layout, op, xs, ws, kw, layout_rule):
+    """Channels-last activations (chosen where oneDNN's blocks would pad C by a quarter)
+    and oneDNN's own layout both give NumPy's answer; which one a geometry gets depends
+    on the CPU's block size, so both are forced here."""
+    layout_rule(0.0 if layout == "nhwc" else float("inf"))
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+    run = _conv_all if op == "conv2d" else _transpose_all
+    b = rng.standard_normal(ws[0] if op == "conv2d" else ws[1] * kw.get("groups", 1))
+    on_path, got = run(x, w, b.astype(np.float32), True, **kw)
+    off_path, want = run(x, w, b.astype(np.float32), False, **kw)
+    assert on_path and not off_path
+    assert set(onednn_conv._layouts.values()) == {layout == "nhwc"}
+    for name, g, e in zip(("y", "gx", "gw", "gb"), got, want):
+        _close(g, e, f"{op} {layout} {name} {xs} {ws} {kw}")
+
+
+@needs_onednn
+def test_the_layout_rule_follows_the_padding_of_onednns_choice(layout_rule):
+    """A geometry whose input channels fill oneDNN's blocks (64: a multiple of 8 and
+    of 16) keeps oneDNN's layout at the default rule."""
+    layout_rule(onednn_conv.NHWC_WHEN_PADDED)
+    lib, engine, _ = onednn._engine_stream()
+    x, w = np.zeros((2, 64, 6, 6), np.float32), np.zeros((64, 64, 3, 3), np.float32)
+    geo = ops.conv._conv_geom("conv2d", x, w, 1, 1, 1, 1, np)
+    assert not onednn_conv._channels_last(lib, engine, geo)
