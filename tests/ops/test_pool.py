@@ -9,11 +9,29 @@ from hypothesis.extra import numpy as hnp
 
 import tapegrad as tg
 from tapegrad import ops
+from tapegrad.device import onednn as onednn_lib
 from tapegrad.errors import ArgumentError, DTypeError, ShapeError
 from tapegrad.ops import pool as pool_mod
 from tapegrad.testing import gradcheck, gradgradcheck
 from tapegrad.testing import strategies as st
 from tapegrad.testing.reference import ref_pool
+
+
+@pytest.fixture(autouse=True, scope="module", params=["numpy", "onednn"])
+def backend(request):
+    """Every test runs on both CPU paths: NumPy's, and oneDNN's where it is installed
+    (float32 pooling; float64 stays on NumPy, and the float32 calls oneDNN cannot
+    answer as PyTorch does fall back, see tests/device/test_onednn_pool.py)."""
+    if request.param == "onednn" and not tg.backends.onednn.is_available():
+        pytest.skip(f"oneDNN is not installed ({onednn_lib.load_error()})")
+    with tg.backends.onednn.flags(enabled=request.param == "onednn"):
+        yield request.param
+
+
+def _float(backend):
+    """The dtype of the forward checks: float32 on oneDNN (its pooling is float32 only),
+    float64 on NumPy."""
+    return np.float32 if backend == "onednn" else np.float64
 
 
 @hst.composite
@@ -33,21 +51,22 @@ def geometries(draw):
 
 
 @given(geo=geometries(), data=hst.data())
-def test_max_pool_matches_loop_reference(geo, data):
+def test_max_pool_matches_loop_reference(geo, data, backend):
     shape, k, s, pad, ceil = geo
-    x = data.draw(st.arrays(shape))
+    x = data.draw(st.arrays(shape)).astype(_float(backend))
     y = ops.max_pool2d(tg.tensor(x), k, s, pad, ceil_mode=ceil)
     ref, _ = ref_pool(x, k, s, pad, ceil, "max")
     np.testing.assert_allclose(y.numpy(), ref)
 
 
 @given(geo=geometries(), include_pad=hst.booleans(), data=hst.data())
-def test_avg_pool_matches_loop_reference(geo, include_pad, data):
+def test_avg_pool_matches_loop_reference(geo, include_pad, data, backend):
     shape, k, s, pad, ceil = geo
-    x = data.draw(st.arrays(shape))
+    x = data.draw(st.arrays(shape)).astype(_float(backend))
     y = ops.avg_pool2d(tg.tensor(x), k, s, pad, ceil_mode=ceil, count_include_pad=include_pad)
-    ref, _ = ref_pool(x, k, s, pad, ceil, "avg", include_pad)
-    np.testing.assert_allclose(y.numpy(), ref, atol=1e-12)
+    ref, _ = ref_pool(x.astype(np.float64), k, s, pad, ceil, "avg", include_pad)
+    tol = 1e-6 if x.dtype == np.float32 else 1e-12  # a float32 sum of <= 25 terms
+    np.testing.assert_allclose(y.numpy(), ref, rtol=tol, atol=tol)
 
 
 def _special_values(shape):
@@ -58,12 +77,13 @@ def _special_values(shape):
 
 @pytest.mark.parametrize("special", [False, True], ids=["finite", "nan-inf-ties"])
 @given(geo=geometries(), data=hst.data())
-def test_max_pool_gradient_goes_to_the_argmax(special, geo, data):
+def test_max_pool_gradient_goes_to_the_argmax(special, geo, data, backend):
     shape, k, s, pad, ceil = geo
     x = data.draw(_special_values(shape) if special else st.arrays(shape))
+    x = x.astype(_float(backend))
     xt = tg.tensor(x, requires_grad=True)
     y = ops.max_pool2d(xt, k, s, pad, ceil_mode=ceil)
-    g = np.arange(1.0, y.array.size + 1).reshape(y.shape)
+    g = np.arange(1.0, y.array.size + 1).reshape(y.shape).astype(x.dtype)  # exact sums
     y.backward(tg.tensor(g))
     _, arg = ref_pool(x, k, s, pad, ceil, "max")
     expect = np.zeros_like(x)
@@ -218,8 +238,9 @@ def test_matconvnet_asymmetric_padding_hand_computed():
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_against_torch(seed):
+def test_against_torch(seed, backend):
     torch = pytest.importorskip("torch")
+    tol = 1e-5 if _float(backend) == np.float32 else 1e-12
     F = torch.nn.functional
     rng = np.random.default_rng(seed)
     for _ in range(10):
@@ -228,7 +249,7 @@ def test_against_torch(seed):
         p = tuple(int(rng.integers(0, kk // 2 + 1)) for kk in k)
         h, w = (int(v) for v in rng.integers(max(k), 9, 2))
         ceil, cip = bool(rng.integers(2)), bool(rng.integers(2))
-        x = rng.standard_normal((2, 3, h, w))
+        x = rng.standard_normal((2, 3, h, w)).astype(_float(backend))
         for method in ("max", "avg"):
             a = tg.tensor(x, requires_grad=True)
             b = torch.tensor(x, requires_grad=True)
@@ -238,27 +259,29 @@ def test_against_torch(seed):
             else:
                 ya = ops.avg_pool2d(a, k, s, p, ceil, cip)
                 yb = F.avg_pool2d(b, k, s, p, ceil_mode=ceil, count_include_pad=cip)
-            np.testing.assert_allclose(ya.numpy(), yb.detach().numpy(), atol=1e-12)
-            g = rng.standard_normal(ya.shape)
+            np.testing.assert_allclose(ya.numpy(), yb.detach().numpy(), atol=tol)
+            g = rng.standard_normal(ya.shape).astype(x.dtype)
             ya.backward(tg.tensor(g))
             yb.backward(torch.tensor(g))
-            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=1e-12)
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=tol)
 
 
-def test_nan_and_inf_against_torch():
+def test_nan_and_inf_against_torch(backend):
     torch = pytest.importorskip("torch")
     F = torch.nn.functional
     rng = np.random.default_rng(0)
     for k, s, p in [(2, 2, 0), (3, 1, 1), (3, 2, 1), ((2, 3), 1, (1, 0))]:
         x = rng.choice([np.nan, -np.inf, np.inf, 0.0, 1.0], size=(2, 3, 6, 7))
+        x = x.astype(_float(backend))
         a = tg.tensor(x, requires_grad=True)
         b = torch.tensor(x, requires_grad=True)
         ya, yb = ops.max_pool2d(a, k, s, p), F.max_pool2d(b, k, s, p)
         np.testing.assert_array_equal(ya.numpy(), yb.detach().numpy())
-        g = rng.standard_normal(ya.shape)
+        g = rng.standard_normal(ya.shape).astype(x.dtype)
         ya.backward(tg.tensor(g))
         yb.backward(torch.tensor(g))
-        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-12)
+        tol = 1e-6 if x.dtype == np.float32 else 1e-12  # sums of overlapping windows' g
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=tol, atol=tol)
 
 
 # -------------------------------------------------------------------- errors
