@@ -28,6 +28,7 @@ from ...engine import grad as tape_grad
 from ...tape import set_grad_enabled
 from ...tensor import tensor as make_tensor
 from .base import CaffeLayerError
+from .data import DummyData
 from .files import MAX_BYTES, read_net
 from .model import CaffeModel
 
@@ -170,6 +171,8 @@ class Net:
                     self._loss_diffs[t] = w
                     self.blobs[t].diff = np.full((), w, np.float32)
         self.inputs, self.outputs = list(m.inputs), list(m.outputs)
+        self._generated = {t for layer in m._layers if isinstance(layer, DummyData)
+                           for t in layer.top_names}
         self._trace = None
 
     # ------------------------------------------------------------ views
@@ -224,6 +227,8 @@ class Net:
         need = self._input_needs()
         feeds = {}
         for name in self.inputs:
+            if name in self._generated and name not in kwargs:
+                continue  # DummyData fills it, as Caffe's DummyData::Forward
             arr = self.blobs[name].data
             feeds[name] = make_tensor(arr.copy(), requires_grad=need.get(name, False))
         if not m.is_built:
