@@ -1,4 +1,4 @@
-"""The ``tapegrad`` command line: ``tapegrad train``, ``eval`` and ``check``.
+"""The ``tapegrad`` command line: ``tapegrad train``, ``eval``, ``check`` and ``caffe``.
 
 Every tapegrad error (bad argument, missing data, missing CuPy, unwritable
 run folder, bad checkpoint, ...) becomes a one-line message on stderr and exit
@@ -111,6 +111,18 @@ def _run_check(args) -> int:
     return run(args)
 
 
+def _add_caffe(p: argparse.ArgumentParser) -> None:
+    from .caffe import add_arguments
+
+    add_arguments(p)
+
+
+def _run_caffe(args) -> int:
+    from .caffe import run
+
+    return run(args)
+
+
 COMMANDS = {
     "train": (_add_train, _run_train,
               "train a model on digits or MNIST (default: a LeNet-style CNN on the bundled "
@@ -118,6 +130,9 @@ COMMANDS = {
     "eval": (_add_eval, _run_eval, "test accuracy and confusion matrix of a checkpoint"),
     "check": (_add_check, _run_check,
               "gradcheck every registered op on a device and print a pass/fail table"),
+    "caffe": (_add_caffe, _run_caffe,
+              "Caffe's tools: caffe train --solver S.prototxt, caffe test --model M "
+              "--weights W (data layers fed from digits, MNIST or their HDF5 files)"),
 }
 
 
@@ -147,7 +162,8 @@ def main(argv=None) -> int:
         return run(args)
     except TapegradError as exc:
         msg = " ".join(str(exc).split())  # one line, even for multi-line messages
-        print(f"{PROG} {args.command}: error: {msg}", file=sys.stderr)
+        name = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+        print(f"{PROG} {name}: error: {msg}", file=sys.stderr)
         return getattr(exc, "exit_status", 2)  # 1: training diverged
     except KeyboardInterrupt:
         print(f"{PROG} {args.command}: interrupted", file=sys.stderr)

@@ -1,6 +1,12 @@
-"""Pieces ``train`` and ``eval`` share: data and evaluation (checkpoints: checkpoint.py)."""
+"""Pieces the commands share: data, evaluation, progress bars, CSV files
+(checkpoints: checkpoint.py)."""
 
 from __future__ import annotations
+
+import csv
+import io
+import os
+import sys
 
 import numpy as np
 
@@ -65,3 +71,28 @@ def pyplot():
     except ImportError:
         return None
     return plt
+
+
+def progress_bar(total: int, desc: str, quiet: bool, unit: str = "batch"):
+    """A tqdm bar on stderr when it is a terminal (and tqdm is installed), else None."""
+    if quiet or not (sys.stderr.isatty() or os.environ.get("TAPEGRAD_PROGRESS") == "1"):
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit=unit, leave=False, file=sys.stderr,
+                dynamic_ncols=True)
+
+
+def write_csv(path: str, fields: list[str], rows: list[dict]) -> None:
+    """``rows`` under the header ``fields`` into ``path``, atomically; floats with 6
+    significant digits, absent values as empty cells."""
+    from .runfiles import write_atomic
+
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=fields, extrasaction="ignore")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+    write_atomic(path, lambda fh: fh.write(text.getvalue().encode()))

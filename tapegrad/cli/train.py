@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import io
 import math
 import os
 import sys
@@ -34,7 +33,7 @@ from .checkpoint import (
     restore_optimizer_state,
     save_checkpoint,
 )
-from .common import EVAL_BATCH, load_data, predict, pyplot
+from .common import EVAL_BATCH, load_data, predict, progress_bar, pyplot, write_csv
 from .debug_info import DebugInfo
 from .models import build_model, count_parameters
 from .runfiles import prepare_run_folder, sigint_held, write_atomic
@@ -119,14 +118,7 @@ def limit_threads(n: int):
 
 def _progress(loader, desc: str, quiet: bool):
     """A tqdm bar on stderr when it is a terminal (and tqdm is installed)."""
-    if quiet or not (sys.stderr.isatty() or os.environ.get("TAPEGRAD_PROGRESS") == "1"):
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=len(loader), desc=desc, unit="batch", leave=False, file=sys.stderr,
-                dynamic_ncols=True)
+    return progress_bar(len(loader), desc, quiet)
 
 
 def train_epoch(model, loader, optimizer, loss_fn, bar=None, job=None) -> tuple[float, int]:
@@ -189,13 +181,7 @@ def read_metrics(path: str, upto: int) -> list[dict]:
 
 
 def write_metrics(path: str, history: list[dict]) -> None:
-    text = io.StringIO(newline="")
-    w = csv.DictWriter(text, fieldnames=METRIC_FIELDS)
-    w.writeheader()
-    for row in history:
-        w.writerow({k: (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k])
-                    for k in METRIC_FIELDS})
-    write_atomic(path, lambda fh: fh.write(text.getvalue().encode()))
+    write_csv(path, METRIC_FIELDS, history)
 
 
 def plot_curves(path: str, history: list[dict]) -> bool:

@@ -20,6 +20,7 @@ from .schema import require_protobuf
 require_protobuf()
 
 from .base import LAYERS, CaffeLayerError, UnsupportedLayerError  # noqa: E402
+from .feeds import FeedError, feed_for  # noqa: E402
 from .files import (  # noqa: E402
     MAX_BYTES,
     CaffeFileError,
@@ -32,10 +33,21 @@ from .files import (  # noqa: E402
 from .model import CaffeModel  # noqa: E402
 from .net import TEST, TRAIN, Net, load  # noqa: E402
 from .schema import messages  # noqa: E402
+from .solver import (  # noqa: E402
+    LR_POLICIES,
+    SOLVER_TYPES,
+    CaffeSolverError,
+    Solver,
+    SolverDiverged,
+    learning_rate,
+    read_solver,
+)
 
 __all__ = ["load", "Net", "TRAIN", "TEST", "CaffeModel", "CaffeFileError", "CaffeLayerError",
            "UnsupportedLayerError", "MAX_BYTES", "LAYERS", "read_net", "parse_net",
-           "read_weights", "write_weights", "upgrade_net", "messages", "supported_layers"]
+           "read_weights", "write_weights", "upgrade_net", "messages", "supported_layers",
+           "Solver", "read_solver", "learning_rate", "SOLVER_TYPES", "LR_POLICIES",
+           "CaffeSolverError", "SolverDiverged", "feed_for", "FeedError"]
 
 
 def supported_layers() -> list[str]:
