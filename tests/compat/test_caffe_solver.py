@@ -519,3 +519,30 @@ def test_bad_nets_and_feeds(tmp_path):
     s = caffe.Solver(_solver_text(GOOD), train_feed=lambda: {"x": np.zeros((5, 4))})
     with pytest.raises(CaffeSolverError, match=r"returned \['x'\], without \['y'\]"):
         s.step(1)
+
+
+def test_weights_reach_the_test_nets_own_layers_and_shared_ones_stay_shared(tmp_path):
+    """Caffe's CopyLayers: a caffemodel is copied into the train net and into the test
+    nets; a test layer that the train net has shares its (training) blobs, a test-only
+    layer keeps the file's weights."""
+    net = SMALL + """
+layer { name: "probe" type: "InnerProduct" bottom: "x" top: "probe"
+        inner_product_param { num_output: 2 } include { phase: TEST } }
+"""
+    donor = caffe.load(caffe.parse_net(net), phase="test")
+    donor(np.zeros((5, 4), np.float32), np.zeros(5, np.float32))
+    probe_w = np.arange(8, dtype=np.float32).reshape(2, 4)  # not the filler's zeros
+    donor.layer("probe").weight.array[...] = probe_w
+    model_path = tmp_path / "donor.caffemodel"
+    donor.save(model_path)
+    s = caffe.Solver(_solver_text('base_lr: 0.5 lr_policy: "fixed" max_iter: 3 test_iter: 1 '
+                                  'test_interval: 100', net=net),
+                     train_feed=_feed(_batches(4)), test_feed=_feed(_batches(4, seed=1)),
+                     weights=str(model_path))
+    np.testing.assert_array_equal(s.net.params["ip"][0].data, donor.layer("ip").weight.numpy())
+    s.step(2)
+    s.test()
+    test_net = s.test_nets[0]
+    np.testing.assert_array_equal(test_net.params["probe"][0].data, probe_w)
+    np.testing.assert_array_equal(test_net.params["ip"][0].data, s.net.params["ip"][0].data)
+    assert not np.array_equal(s.net.params["ip"][0].data, donor.layer("ip").weight.numpy())

@@ -258,26 +258,27 @@ class CaffeModel(Module):
         raise ArgumentKeyError(f"no layer {name!r} in the net; its layers: "
                                f"{', '.join(layer.name for layer in self._layers)}")
 
-    def copy_from(self, source, max_bytes=None, strict: bool = False) -> list[str]:
+    def copy_from(self, source, max_bytes=None, strict: bool = False, only=None) -> list[str]:
         """Copy weights from a ``.caffemodel`` as Caffe's ``CopyTrainedLayersFrom``:
         matched by layer name; a matched layer must hold as many blobs of the same
         shapes (else :class:`CaffeFileError`); layers of the file that the net lacks
         are skipped. Returns the names of the net's layers with blobs that got no
         weights (they keep their fillers' values; Caffe's fine-tuning rule); with
-        ``strict=True`` that is an error."""
+        ``strict=True`` that is an error. ``only``: the names of the layers to copy
+        into (default: all)."""
         kw = {} if max_bytes is None else {"max_bytes": max_bytes}
         file_layers = read_weights(source, **kw)
         where = getattr(source, "name", str(source))
         got = set()
         by_name = {}
-        for layer in self._layers:
+        mine = [layer for layer in self._layers if only is None or layer.name in only]
+        for layer in mine:
             by_name.setdefault(layer.name, []).append(layer)
         for fl in file_layers:
             for layer in by_name.get(fl.name, []):
                 layer.give_blobs(fl.blobs, where)
                 got.add(layer.name)
-        missing = [layer.name for layer in self._layers if layer.blob_names and
-                   layer.name not in got]
+        missing = [layer.name for layer in mine if layer.blob_names and layer.name not in got]
         if missing and strict:
             raise CaffeFileError(f"copy_from: {where!r} holds no weights for the layers "
                                  f"{missing}; pass strict=False to keep their fillers' values")

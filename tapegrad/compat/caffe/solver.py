@@ -273,7 +273,17 @@ class Solver:
         for w in (list(sp.weights) if weights is None else
                   [weights] if isinstance(weights, (str, os.PathLike)) else list(weights)):
             for one in filter(None, (part.strip() for part in os.fspath(w).split(","))):
-                self.net.model.copy_from(self._find(one, "weights"))
+                self._copy_weights(self._find(one, "weights"))
+
+    def _copy_weights(self, path):
+        """Caffe's ``CopyLayers``: into the train net, and into the layers of each test
+        net that the train net lacks (the others share the train net's blobs)."""
+        self.net.model.copy_from(path)
+        trained = {layer.name for layer in self.net.model._layers}
+        for net in self.test_nets:
+            own = {layer.name for layer in net.model._layers if layer.blob_names} - trained
+            if own:
+                net.model.copy_from(path, only=own)
 
     # ------------------------------------------------------------ set-up
     @staticmethod
