@@ -332,6 +332,31 @@ def test_eltwise_max_gradient_goes_to_the_first_tie():
              'eltwise_param { coeff: 1 } }')
 
 
+@pytest.mark.parametrize("stable", [True, False])
+def test_eltwise_prod_gradient_stable_or_caffes_quotient(stable):
+    """PROD's gradient: the product of the other bottoms (stable_prod_grad, Caffe's
+    default), or Caffe's top_diff * top / bottom, which is NaN where a bottom is 0."""
+    a = np.array([[2.0, 0.0, 3.0]], np.float32)
+    b = np.array([[4.0, 5.0, 0.5]], np.float32)
+    c = np.array([[0.5, 2.0, 2.0]], np.float32)
+    m = _net({"a": a.shape, "b": b.shape, "c": c.shape},
+             'layer { name: "e" type: "Eltwise" bottom: "a" bottom: "b" bottom: "c" top: "y" '
+             f'eltwise_param {{ operation: PROD stable_prod_grad: {str(stable).lower()} }} }}',
+             force_backward=True)
+    ts = [tapegrad.tensor(v, requires_grad=True) for v in (a, b, c)]
+    y = m(*ts)
+    np.testing.assert_array_equal(y.numpy(), a * b * c)
+    y.backward(tapegrad.tensor(np.array([[1.0, 2.0, 3.0]], np.float32)))
+    g = np.array([[1.0, 2.0, 3.0]])
+    others = [b * c, a * c, a * b]
+    for t, other in zip(ts, others):
+        np.testing.assert_allclose(t.grad.numpy()[:, [0, 2]], (g * other)[:, [0, 2]],
+                                   rtol=1e-6)
+    # at a's zero: b and c get 0 either way; a gets b*c*g (stable) or 0/0 (quotient)
+    np.testing.assert_equal(ts[0].grad.numpy()[0, 1], np.float32(20.0 if stable else np.nan))
+    assert ts[1].grad.numpy()[0, 1] == 0 and ts[2].grad.numpy()[0, 1] == 0
+
+
 def test_accuracy_top_k_ties_and_ignore():
     x = np.array([[0.1, 0.5, 0.5, 0.2], [0.9, 0.1, 0.0, 0.0], [0.3, 0.2, 0.1, 0.0]],
                  np.float32)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ... import ops
+from ...autograd import Function
 from ...creation import full
 from .base import Layer, canonical_axis, count, register
 
@@ -131,11 +132,32 @@ class Dropout(Layer):
         return (ops.dropout(x, self.ratio, training=self.training),)
 
 
+class _QuotientProd(Function):
+    """Caffe's PROD with ``stable_prod_grad: false``: each bottom's gradient is
+    ``top_diff * top / bottom`` (NaN or inf where that bottom is 0, as in Caffe)."""
+
+    @staticmethod
+    def forward(ctx, *xs):
+        y = xs[0]
+        for x in xs[1:]:
+            y = y * x
+        ctx.save_for_backward(y, *xs)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        y, *xs = ctx.saved_tensors
+        with ctx.xp.errstate(divide="ignore", invalid="ignore"):
+            return tuple(g * y / x if need else None
+                         for x, need in zip(xs, ctx.needs_input_grad))
+
+
 @register
 class Eltwise(Layer):
     """Caffe's Eltwise: SUM (``sum coeff_i * x_i``, coeff 1 by default), PROD, MAX.
     MAX's gradient goes to the first bottom holding the maximum (Caffe's ``>``
-    test keeps the earliest on ties)."""
+    test keeps the earliest on ties). PROD's gradient is the product of the other
+    bottoms (``stable_prod_grad``, the default) or Caffe's quotient ``top / bottom``."""
 
     type = "Eltwise"
     bottoms = (2, None)
@@ -144,6 +166,7 @@ class Eltwise(Layer):
         p = lp.eltwise_param
         self.op = {0: "PROD", 1: "SUM", 2: "MAX"}[p.operation]
         self.coeff = list(p.coeff)
+        self.stable = p.stable_prod_grad
         if self.coeff and self.op != "SUM":
             raise self.error("coeff is only for operation: SUM")
         if self.coeff and len(self.coeff) != self.n_bottom:
@@ -163,6 +186,8 @@ class Eltwise(Layer):
                 y = y + (x * c if c != 1 else x)
             return (y,)
         if self.op == "PROD":
+            if not self.stable:
+                return (_QuotientProd.apply(*xs),)
             y = xs[0]
             for x in xs[1:]:
                 y = y * x
