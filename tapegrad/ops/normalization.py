@@ -83,8 +83,11 @@ def _rowdot(xp, a3, b3):
 # same bits: each block's per-(sample, channel) sums are BLAS calls per sample, summed
 # over the samples after the join, in order. Blocks of one 128 KiB sample were slower
 # (2.8 -> 4 ms at 2 threads: twice the Python-level calls, taking turns at the GIL);
-# 512 KiB to 2 MiB ran alike.
-SAMPLE_BLOCK_BYTES = 512 << 10
+# on an Intel Xeon 512 KiB to 2 MiB ran alike; on an AMD EPYC (2 MiB of L2 per core)
+# 2 MiB was faster than 512 KiB, fwd+bwd min ms at 1 / 2 threads: (32, 32, 32, 32)
+# 2.3-2.4 / 2.0-2.1 against 2.7-3.8 / 3.0-3.3, (64, 64, 32, 32) 12.0-12.9 / 8.7-9.6
+# against 12.9-13.0 / 11.2-11.8.
+SAMPLE_BLOCK_BYTES = 2 << 20
 
 
 def _by_samples(xp, a, dims, fn):
