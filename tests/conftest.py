@@ -29,6 +29,34 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def onednn_small_calls(monkeypatch):
+    """oneDNN takes every size in the tests: its paths are checked on the small shapes
+    the tests use, though by default convolutions under onednn_conv.MIN_MACS and
+    pooling under onednn_pool.MIN_ELEMENTS run the NumPy path (the rule's own test:
+    tests/device/test_onednn.py uses ``onednn_defaults``)."""
+    from tapegrad.device import onednn_conv, onednn_pool
+
+    _ONEDNN_SHIPPED.setdefault("MIN_MACS", onednn_conv.MIN_MACS)  # (unpatched here)
+    _ONEDNN_SHIPPED.setdefault("MIN_ELEMENTS", onednn_pool.MIN_ELEMENTS)
+    monkeypatch.setattr(onednn_conv, "MIN_MACS", 0)
+    monkeypatch.setattr(onednn_pool, "MIN_ELEMENTS", 0)
+
+
+_ONEDNN_SHIPPED: dict = {}
+
+
+@pytest.fixture
+def onednn_defaults(monkeypatch):
+    """oneDNN's size thresholds as shipped, for one test (undoing
+    :func:`onednn_small_calls`); returns (MIN_MACS, MIN_ELEMENTS)."""
+    from tapegrad.device import onednn_conv, onednn_pool
+
+    monkeypatch.setattr(onednn_conv, "MIN_MACS", _ONEDNN_SHIPPED["MIN_MACS"])
+    monkeypatch.setattr(onednn_pool, "MIN_ELEMENTS", _ONEDNN_SHIPPED["MIN_ELEMENTS"])
+    return onednn_conv.MIN_MACS, onednn_pool.MIN_ELEMENTS
+
+
 @pytest.fixture
 def num_threads():
     """``num_threads(n)`` sets tapegrad's thread count for the test (skipping it when

@@ -71,6 +71,15 @@ def _geo_key(geo):
 # benchmarks/bench_layers.py has the rows. The choice depends on the geometry and the
 # CPU's block size only, never on timing, so the same bits come back every run.
 NHWC_WHEN_PADDED = 1.25
+
+# Below this many multiply-adds (the forward's) a conv takes the NumPy path: a oneDNN
+# call has a fixed cost (reorders, memory objects, the primitive's own set-up per
+# execute) that small convs do not repay. fwd+bwd time, oneDNN / NumPy, by batch, 1 / 2
+# threads (AMD EPYC): LeNet's conv1 (1 -> 20 k5, 288k MACs an image) 2.1 / 2.2 at batch
+# 1, 1.3 / 1.2 at 8 (2.3M), 1.1 / 0.7 at 16; its conv2 (20 -> 50 k5, 1.6M an image)
+# 1.2 / 1.2 at batch 1, 1.0 / 0.9 at 2; 32 -> 32 k3 on 32x32 (9.4M) 0.8 / 0.6 at 1.
+# A rule of the geometry only: the same bits come back every run.
+MIN_MACS = 2_000_000
 _layouts: dict = {}
 
 

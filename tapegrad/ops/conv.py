@@ -152,6 +152,12 @@ def _work(geo):
     return geo.n * geo.o * geo.ho * geo.wo * geo.kg
 
 
+def _onednn_worth(geo):
+    """Whether the conv ``geo`` is worth a oneDNN call: not empty, and at least
+    ``onednn_conv.MIN_MACS`` multiply-adds (smaller ones are faster on NumPy)."""
+    return _work(geo) >= max(1, onednn_conv.MIN_MACS)
+
+
 # The channels-last col2im wins on short output rows (LeNet's Wo=8, k5: 2x) and
 # loses from Wo=12 up (stride-2 k3 convs, Wo 12-24: NCHW 15-50% faster).
 _CHANNELS_LAST_BELOW_WO = 12
@@ -450,7 +456,7 @@ class Conv2d(_Conv):
         xp = ctx.xp
         geo = _conv_geom(op, x, w, stride, padding, dilation, groups, xp)
         nx, nw, _ = ctx.needs_input_grad
-        if onednn.usable(xp, x, w, b) and x.size and w.size and geo.ho * geo.wo:  # (not empty)
+        if onednn.usable(xp, x, w, b) and _onednn_worth(geo):
             # oneDNN's direct convolution; backward takes x and w themselves (saved as
             # the inputs they are), no columns
             ctx.geo, ctx.onednn = geo, True
@@ -589,7 +595,7 @@ class ConvTranspose2d(_Conv):
         nx, nw, _ = ctx.needs_input_grad
         ctx.geo = geo
         ctx.save_for_backward(x if nw else None, w if nx else None)  # x: for the weight grad
-        if onednn.usable(xp, x, w, b) and x.size and w.size and _conv_sizes_agree(geo):
+        if onednn.usable(xp, x, w, b) and _onednn_worth(geo) and _conv_sizes_agree(geo):
             ctx.onednn = True  # the conv's backward-data primitive, x as its output gradient
             y = onednn_conv.conv_backward_data(x, w, geo)
             if b is not None:

@@ -245,8 +245,9 @@ class MaxPool2d(Function):
 
 def _onednn_algorithm(xp, x, geo, kind, count_include_pad=True):
     """oneDNN's algorithm for this pooling call (device/onednn_pool.py), or None for the
-    NumPy path: float32 on the host, not empty, where oneDNN gives PyTorch's answer."""
-    if not (x.size and onednn.usable(xp, x)):
+    NumPy path: float32 on the host, not empty and not below ``MIN_ELEMENTS``, where
+    oneDNN gives PyTorch's answer."""
+    if not (x.size >= max(1, onednn_pool.MIN_ELEMENTS) and onednn.usable(xp, x)):
         return None
     return onednn_pool.algorithm(geo, kind, count_include_pad)
 

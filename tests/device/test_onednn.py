@@ -347,3 +347,23 @@ def test_the_layout_rule_follows_the_padding_of_onednns_choice(layout_rule):
     x, w = np.zeros((2, 64, 6, 6), np.float32), np.zeros((64, 64, 3, 3), np.float32)
     geo = ops.conv._conv_geom("conv2d", x, w, 1, 1, 1, 1, np)
     assert not onednn_conv._channels_last(lib, engine, geo)
+
+
+@needs_onednn
+def test_small_calls_take_the_numpy_path(onednn_defaults):
+    """Below MIN_MACS a conv, and below MIN_ELEMENTS a pooling input, runs the NumPy path
+    (oneDNN's fixed cost per call is not repaid); at LeNet's training batch both run on
+    oneDNN. The choice follows the geometry only."""
+    min_macs, min_elements = onednn_defaults
+    assert min_macs > 0 and min_elements > 0
+    rng = np.random.default_rng(9)
+    w = tg.tensor(rng.standard_normal((20, 1, 5, 5)).astype(np.float32), requires_grad=True)
+    with tg.backends.onednn.flags(enabled=True):
+        for batch, on in [(1, False), (64, True)]:  # LeNet's conv1: 288k MACs an image
+            x = tg.tensor(rng.standard_normal((batch, 1, 28, 28)).astype(np.float32))
+            y = ops.conv2d(x, w)
+            assert getattr(y._node, "onednn", False) == on
+            assert (batch * 20 * 24 * 24 * 25 >= min_macs) == on
+            p = ops.max_pool2d(y, 2)
+            assert (getattr(p._node, "onednn", None) is not None) == on
+            assert (y.array.size >= min_elements) == on
