@@ -260,7 +260,10 @@ def _ckpt_steps(ckpt):
     return steps.pop(), int(ckpt["model"]["1.num_batches_tracked"].item())
 
 
-def test_sigint_keeps_end_of_epoch_checkpoint_and_resume_repeats_the_run(tmp_path):
+def test_sigint_keeps_end_of_epoch_checkpoint_and_resume_repeats_the_run(tmp_path,
+                                                                         onednn_defaults):
+    # (onednn_defaults: the interrupted run is a child process, which runs oneDNN's
+    # size rule as shipped; the in-process runs compared with it bit for bit must too)
     out = str(tmp_path / "run")
     rc, err = _interrupt_after_epoch_1(out)
     assert rc == 130, err
