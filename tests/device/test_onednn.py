@@ -215,6 +215,23 @@ def test_the_environment_turns_it_off_or_points_at_a_library():
             missing.stdout
 
 
+@needs_onednn
+@pytest.mark.parametrize("given, kept", [(None, onednn.GOMP_SPINCOUNT), ("123", "123")])
+def test_gnu_openmp_spins_briefly_unless_the_user_said(given, kept):
+    """Loading oneDNN sets GOMP_SPINCOUNT (read once, when libgomp loads) where the
+    environment has none, and keeps a value the user gave."""
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
+    if given is not None:
+        env["GOMP_SPINCOUNT"] = given
+    code = ("import os\nfrom tapegrad.device import onednn\n"
+            "print(os.environ.get('GOMP_SPINCOUNT'))\nassert onednn.available()\n"
+            "print(os.environ.get('GOMP_SPINCOUNT'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(given), kept]
+
+
 def test_a_missing_library_is_a_named_error_not_a_crash(monkeypatch):
     monkeypatch.setattr(onednn, "_dnnl", None)
     monkeypatch.setattr(onednn, "_error", "libdnnl.so.3 not found")
