@@ -326,6 +326,12 @@ def test_eltwise_max_gradient_goes_to_the_first_tie():
     y.sum().backward()
     np.testing.assert_array_equal(ta.grad.numpy(), [[1, 0, 1]])
     np.testing.assert_array_equal(tb.grad.numpy(), [[0, 1, 0]])
+    # Caffe's running ``bottom > top``: a NaN in the first bottom stays, a later one
+    # is skipped
+    nan = np.float32(np.nan)
+    y = m(tapegrad.tensor(np.array([[nan, 1.0, 2.0]], np.float32)),
+          tapegrad.tensor(np.array([[1.0, nan, 3.0]], np.float32)))
+    np.testing.assert_array_equal(y.numpy(), [[nan, 1, 3]])
     with pytest.raises(caffe.CaffeLayerError, match="one coeff per bottom"):
         _net({"a": a.shape, "b": b.shape},
              'layer { name: "e" type: "Eltwise" bottom: "a" bottom: "b" top: "y" '

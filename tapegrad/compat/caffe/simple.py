@@ -155,8 +155,9 @@ class _QuotientProd(Function):
 @register
 class Eltwise(Layer):
     """Caffe's Eltwise: SUM (``sum coeff_i * x_i``, coeff 1 by default), PROD, MAX.
-    MAX's gradient goes to the first bottom holding the maximum (Caffe's ``>``
-    test keeps the earliest on ties). PROD's gradient is the product of the other
+    MAX's gradient goes to the first bottom holding the maximum (Caffe's running
+    ``bottom > top`` test keeps the earliest on ties, and skips a NaN after the first
+    bottom). PROD's gradient is the product of the other
     bottoms (``stable_prod_grad``, the default) or Caffe's quotient ``top / bottom``."""
 
     type = "Eltwise"
@@ -192,11 +193,9 @@ class Eltwise(Layer):
             for x in xs[1:]:
                 y = y * x
             return (y,)
-        xp = xs[0].device.xp
-        first = xp.stack([x.array for x in xs]).argmax(axis=0)  # ties: the earliest
-        y = xs[-1]
-        for i in range(len(xs) - 2, -1, -1):
-            y = ops.where(first == i, xs[i], y)
+        y = xs[0]
+        for x in xs[1:]:  # Caffe's running maximum: a tie or a NaN keeps the earlier
+            y = ops.where(x > y, x, y)
         return (y,)
 
 
