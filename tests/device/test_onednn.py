@@ -356,6 +356,33 @@ def test_either_activation_layout_matches_the_numpy_path(layout, op, xs, ws, kw,
 
 
 @needs_onednn
+@settings(deadline=None)
+@given(_geometries(), st.booleans())
+def test_conv2d_on_channels_last_matches_the_numpy_path(geometry, bias):
+    """The fuzzed geometries of test_conv2d_matches_the_numpy_path, every conv forced
+    onto NHWC activations (the rule set to always; caches emptied before and after)."""
+    xs, ws, kw = geometry
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32) if bias else None
+    caches = (onednn_conv._layouts, onednn._cache, onednn._reorders)
+    before = onednn_conv.NHWC_WHEN_PADDED
+    for cache in caches:
+        cache.clear()
+    onednn_conv.NHWC_WHEN_PADDED = 0.0
+    try:
+        on_path, got = _conv_all(x, w, b, True, **kw)
+        assert on_path and set(onednn_conv._layouts.values()) == {True}
+    finally:
+        onednn_conv.NHWC_WHEN_PADDED = before
+        for cache in caches:
+            cache.clear()
+    _, want = _conv_all(x, w, b, False, **kw)
+    for name, g, e in zip(("y", "gx", "gw", "gb"), got, want):
+        _close(g, e, f"nhwc {name} {xs} {ws} {kw}")
+
+
+@needs_onednn
 def test_the_layout_rule_follows_the_padding_of_onednns_choice(layout_rule):
     """A geometry whose input channels fill oneDNN's blocks (64: a multiple of 8 and
     of 16) keeps oneDNN's layout at the default rule."""
