@@ -19,25 +19,22 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...device import get_array_module, to_host
+from ...device import get_array_module
 from ...errors import ArgumentTypeError, NonFiniteError, OutOfRangeError
 from ...random import manual_seed
-from . import wire
-from .files import (
-    MAX_BYTES,
-    CaffeFileError,
-    _blob,
-    _blob_bytes,
-    _read_bytes,
-    legacy_shape_equal,
-    read_net,
-)
+from .files import MAX_BYTES, CaffeFileError, legacy_shape_equal, read_net
 from .net import Net, ParamBlob
 from .schema import messages
+from .solver_files import (
+    SolverStateData,
+    read_solver,
+    read_solver_state,
+    solver_source,
+    write_solver_state,
+)
 from .updates import (
     LR_POLICIES,
     SOLVER_TYPES,
@@ -56,134 +53,6 @@ class SolverDiverged(NonFiniteError):
     ``exit_status`` 1 for command-line tools."""
 
     exit_status = 1
-
-
-# ---------------------------------------------------------------------- the file
-
-
-def _solver_source(source, max_bytes):
-    """(SolverParameter, the file's path or None) of a path, text, file object or
-    message, as read and upgraded by Caffe's ``ReadSolverParamsFromTextFileOrDie``."""
-    from google.protobuf import text_format
-
-    sp, path = messages().SolverParameter(), None
-    if hasattr(source, "DESCRIPTOR"):
-        if source.DESCRIPTOR.name != "SolverParameter":
-            raise ArgumentTypeError(f"read_solver: expected a SolverParameter, got a "
-                                    f"{source.DESCRIPTOR.name}")
-        sp.MergeFromString(source.SerializeToString())
-        where = "the SolverParameter"
-    else:
-        if isinstance(source, str) and not os.path.exists(source) and \
-                any(c in source for c in "\n:{"):
-            text, where = source, "the solver text"
-        else:
-            data, path = _read_bytes(source, max_bytes, "solver", "read_solver")
-            where = repr(path)
-            path = None if hasattr(source, "read") else path
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise CaffeFileError(f"read_solver: {where} is not UTF-8 text ({e})") from None
-        try:
-            text_format.Parse(text, sp)
-        except text_format.ParseError as e:
-            raise CaffeFileError(f"read_solver: {where} is not a valid Caffe solver prototxt: "
-                                 f"{e}") from None
-    _upgrade(sp, where)
-    if path is not None:  # Caffe's UpgradeSnapshotPrefixProperty
-        if not sp.HasField("snapshot_prefix"):
-            sp.snapshot_prefix = os.path.splitext(path)[0]
-        elif os.path.isdir(sp.snapshot_prefix):
-            stem = os.path.splitext(os.path.basename(path))[0]
-            sp.snapshot_prefix = os.path.join(sp.snapshot_prefix, stem)
-    return sp, path
-
-
-def _upgrade(sp, where):
-    """Caffe's ``UpgradeSolverAsNeeded``: the deprecated enum ``solver_type`` becomes
-    the string ``type``; an unknown ``type`` is refused here."""
-    if sp.HasField("solver_type"):
-        if sp.HasField("type"):
-            raise CaffeFileError(f"read_solver: {where} sets both the deprecated solver_type "
-                                 f"and type (Caffe refuses this too); keep only "
-                                 f"type: \"{sp.type}\"")
-        sp.type = SOLVER_TYPES[sp.solver_type]
-        sp.ClearField("solver_type")
-    if sp.type not in SOLVER_TYPES:
-        near = [t for t in SOLVER_TYPES if t.lower() == sp.type.lower()]
-        raise CaffeSolverError(f"{where}: type {sp.type!r} is not a Caffe solver type; "
-                               f"Caffe's are {', '.join(SOLVER_TYPES)}"
-                               + (f" (spelled {near[0]!r})" if near else ""))
-
-
-def read_solver(source, max_bytes: int = MAX_BYTES):
-    """A ``SolverParameter`` from a solver ``.prototxt`` path, its text, a text file
-    object or a ``SolverParameter`` message (copied), upgraded as Caffe does: the
-    deprecated ``solver_type: ADAM`` becomes ``type: "Adam"``; read from a path, a
-    missing ``snapshot_prefix`` becomes the path without its extension and a
-    ``snapshot_prefix`` naming a folder gets the file's stem appended. A malformed
-    file raises :class:`CaffeFileError`, an unknown ``type`` :class:`CaffeSolverError`."""
-    return _solver_source(source, max_bytes)[0]
-
-
-# ------------------------------------------------------------------ solverstate
-
-
-@dataclass
-class SolverStateData:
-    """A ``.solverstate``: ``iter``, ``learned_net`` (the caffemodel's path as written),
-    ``history`` in Caffe's ``history_`` order (arrays to write; read, each is a
-    ``BlobData``: ``.array`` and whether its shape is the legacy 4-D one) and
-    ``current_step``."""
-
-    iter: int = 0
-    learned_net: str = ""
-    history: list = field(default_factory=list)
-    current_step: int = 0
-
-
-def read_solver_state(source, max_bytes: int = MAX_BYTES) -> SolverStateData:
-    """A binary ``.solverstate`` (Caffe's ``SolverState``), read within ``max_bytes``
-    by the caffemodel reader's wire walker; a malformed file is a :class:`CaffeFileError`."""
-    if not hasattr(source, "read") and os.fspath(source).endswith(".h5"):
-        raise CaffeFileError(f"restore: {os.fspath(source)!r} is Caffe's HDF5 solver state, "
-                             "which tapegrad does not read; snapshot with snapshot_format: "
-                             "BINARYPROTO")
-    buf, where = _read_bytes(source, max_bytes, "solverstate", "restore")
-    out = SolverStateData()
-    try:
-        for number, wt, value in wire.fields(buf, 0, len(buf)):
-            if number in (1, 4) and wt == wire.VARINT:
-                value = wire.signed64(value)
-                if value < 0:
-                    raise wire.Malformed(f"field {number} is negative ({value})")
-                if number == 1:
-                    out.iter = value
-                else:
-                    out.current_step = value
-            elif number == 2 and wt == wire.LENGTH:
-                try:
-                    out.learned_net = bytes(buf[value[0]:value[1]]).decode("utf-8")
-                except UnicodeDecodeError:
-                    raise wire.Malformed("learned_net is not UTF-8") from None
-            elif number == 3 and wt == wire.LENGTH:
-                out.history.append(_blob(buf, *value, f"history blob {len(out.history)}"))
-    except wire.Malformed as e:
-        raise CaffeFileError(f"restore: {where!r} is not a readable .solverstate: {e}") \
-            from None
-    return out
-
-
-def write_solver_state(path, state: SolverStateData) -> None:
-    """Write a binary ``.solverstate`` Caffe's ``Solver::Restore`` reads (history blobs
-    with ``shape`` and packed float ``data``)."""
-    head = messages().SolverState(iter=state.iter, learned_net=state.learned_net,
-                                  current_step=state.current_step).SerializeToString()
-    with open(os.fspath(path), "wb") as f:
-        f.write(head)
-        for h in state.history:
-            f.write(wire.field_bytes(3, _blob_bytes(to_host(getattr(h, "array", h)))))
 
 
 # ------------------------------------------------------------------------ solver
@@ -242,7 +111,7 @@ class Solver:
 
     def __init__(self, solver, *, train_feed=None, test_feed=None, weights=None, root=None,
                  on_display=None, on_test=None):
-        sp, path = _solver_source(solver, MAX_BYTES)
+        sp, path = solver_source(solver, MAX_BYTES)
         self.param = sp
         self.root = root if root is not None else os.path.dirname(os.path.abspath(path)) \
             if path else None
