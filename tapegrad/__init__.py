@@ -54,6 +54,13 @@ from .device import Device, cupy_available, get_array_module, get_device
 from .device.host_memory import tune_malloc
 from .device.threads import get_num_threads, set_num_threads
 from .engine import backward, grad
+from .memory_formats import (
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    memory_format,
+    preserve_format,
+)
 from .printing import set_printoptions
 from .random import Generator, manual_seed
 from .sparse import sparse_coo_tensor, spmm
@@ -236,6 +243,8 @@ __all__ = [
     "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
     "CharTensor", "ByteTensor", "BoolTensor",
     "sparse", "sparse_coo_tensor", "spmm",
+    "memory_format", "contiguous_format", "preserve_format", "channels_last",
+    "channels_last_3d",
 ]
 __all__ += [  # the script census's names (tapegrad/tensor_methods_more.py)
     "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide",

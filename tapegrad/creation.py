@@ -8,6 +8,7 @@ import numpy as np
 from .device import cpu, get_device
 from .dtypes import as_dtype
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError, describe
+from .memory_formats import check_memory_format
 from .ops.elementwise import zero_gradient
 from .random import get_generator
 from .tensor import Tensor, _wrap, get_default_dtype
@@ -128,15 +129,18 @@ def _like(make, t, dtype, requires_grad, *extra):
                 device=t.device, requires_grad=requires_grad)
 
 
-def zeros_like(t, dtype=None, requires_grad=False):
+def zeros_like(t, dtype=None, requires_grad=False, memory_format=None):
+    check_memory_format("zeros_like", memory_format)
     return _like(zeros, t, dtype, requires_grad)
 
 
-def ones_like(t, dtype=None, requires_grad=False):
+def ones_like(t, dtype=None, requires_grad=False, memory_format=None):
+    check_memory_format("ones_like", memory_format)
     return _like(ones, t, dtype, requires_grad)
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False):
+def full_like(t, fill_value, dtype=None, requires_grad=False, memory_format=None):
+    check_memory_format("full_like", memory_format)
     return _like(full, t, dtype, requires_grad, fill_value)
 
 
@@ -148,12 +152,14 @@ def _random_like(make, name, t, dtype, requires_grad):
     return _like(make, t, dt, requires_grad)
 
 
-def randn_like(t, dtype=None, requires_grad=False):
+def randn_like(t, dtype=None, requires_grad=False, memory_format=None):
     """Standard normal samples of ``t``'s shape, dtype (unless given) and device."""
+    check_memory_format("randn_like", memory_format)
     return _random_like(randn, "randn_like", t, dtype, requires_grad)
 
 
-def rand_like(t, dtype=None, requires_grad=False):
+def rand_like(t, dtype=None, requires_grad=False, memory_format=None):
+    check_memory_format("rand_like", memory_format)
     return _random_like(rand, "rand_like", t, dtype, requires_grad)
 
 

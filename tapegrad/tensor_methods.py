@@ -19,6 +19,7 @@ from .creation import full
 from .dtypes import fit_number
 from .errors import ArgumentError, DTypeError, GraphError, ShapeError, describe
 from .grad_mode import is_grad_enabled
+from .memory_formats import check_memory_format
 from .random import get_generator
 from .return_types import ValuesIndices
 from .tensor import Tensor, _wrap, tensor
@@ -77,11 +78,15 @@ class TensorMethods:
     def type_as(self, other):
         return self.astype(other.dtype)
 
-    def clone(self):
+    def clone(self, memory_format=None):
+        """A differentiable copy (``memory_format``: see :mod:`tapegrad.memory_formats`)."""
+        check_memory_format("clone", memory_format)
         return _ops.cast(self, self.dtype, copy=True)
 
-    def contiguous(self):
-        """Self when its array is C-contiguous, else a (differentiable) contiguous copy."""
+    def contiguous(self, memory_format=None):
+        """Self when its array is C-contiguous, else a (differentiable) contiguous copy
+        (``memory_format``: see :mod:`tapegrad.memory_formats`)."""
+        check_memory_format("contiguous", memory_format)
         if self.array.flags.c_contiguous:
             return self
         return _ops.cast(self, self.dtype, copy=True, order="C")

@@ -37,6 +37,7 @@ from .errors import (
     describe,
 )
 from .grad_mode import is_grad_enabled
+from .memory_formats import check_memory_format, preserve_format
 from .ops.elementwise import zero_gradient
 from .tape import _aliases
 
@@ -771,10 +772,14 @@ class TensorMethodsMore:
     # ------------------------------------------------------------- layout
     def is_contiguous(self, memory_format=None):
         """Whether the elements lie in C order without gaps (as NumPy's flag; axes of
-        length 1 do not count). >>> x.t().is_contiguous()   # False"""
-        if memory_format is not None:
-            raise ArgumentError("is_contiguous: tapegrad has only the default (C-contiguous) "
-                                f"memory format, got {memory_format!r}")
+        length 1 do not count). >>> x.t().is_contiguous()   # False
+        ``memory_format``: ``contiguous_format`` (the default); the channels-last ones
+        are refused (:mod:`tapegrad.memory_formats`)."""
+        if memory_format is preserve_format:
+            raise ArgumentError("is_contiguous: memory_format=tapegrad.preserve_format is "
+                                "not a layout to test (PyTorch refuses it too); use "
+                                "tapegrad.contiguous_format")
+        check_memory_format("is_contiguous", memory_format)
         return bool(self.array.flags.c_contiguous)
 
     def stride(self, dim=None):

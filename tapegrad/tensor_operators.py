@@ -17,6 +17,7 @@ from .device import cpu, get_device
 from .dtypes import as_dtype, fit_number
 from .errors import ArgumentError, DeviceError, DTypeError, GraphError, describe
 from .grad_mode import is_grad_enabled, no_grad
+from .memory_formats import check_memory_format
 from .ops.elementwise import ToDevice
 from .sparse import to_sparse
 from .tensor import Tensor, _is_device, _wrap
@@ -66,11 +67,14 @@ class TensorOperators:
         engine.backward(self, grad, retain_graph=retain_graph, create_graph=create_graph,
                       inputs=inputs)
 
-    def to(self, *args, device=None, dtype=None, non_blocking=False, copy=False) -> Tensor:
+    def to(self, *args, device=None, dtype=None, non_blocking=False, copy=False,
+           memory_format=None) -> Tensor:
         """PyTorch's forms: ``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)``,
         ``x.to(other)`` (other's device and dtype). Differentiable; self if nothing
         changes (unless ``copy=True``). ``non_blocking`` is accepted: copies here
-        complete before returning, which is what a later use waits for anyway."""
+        complete before returning, which is what a later use waits for anyway.
+        ``memory_format``: see :mod:`tapegrad.memory_formats`."""
+        check_memory_format("to", memory_format)
         if len(args) > 2:
             raise ArgumentError(f"to: at most a device and a dtype, got {args!r}")
         for a in args:

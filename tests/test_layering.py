@@ -20,7 +20,7 @@ PACKAGE = pathlib.Path(tapegrad.__file__).parent
 # no cycle) or of a lower one; ``ops`` and ``device`` stand for their packages.
 LAYERS = [
     ("errors", "grad_mode", "printing", "return_types", "walks"),  # import no tapegrad module
-    ("dtypes", "device", "random"),
+    ("dtypes", "device", "random", "memory_formats"),
     ("tensor",),  # the Tensor's state; its recording methods join it from the top layer
     ("args", "tape"),  # argument rules; the record and Function.apply
     ("ops",),  # every op family

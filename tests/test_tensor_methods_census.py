@@ -404,7 +404,7 @@ def test_layout_queries():
     assert x.element_size() == 4 and tg.tensor([True]).element_size() == 1
     assert x.nelement() == 12
     with pytest.raises(ArgumentError):
-        x.is_contiguous(memory_format="channels_last")
+        x.is_contiguous(memory_format=tg.channels_last)  # tests/test_memory_formats.py
 
 
 def test_register_hook_is_refused_by_name():

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..device import get_device
 from ..errors import ArgumentKeyError, ArgumentTypeError, DTypeError, StateDictError
+from ..memory_formats import check_memory_format
 from ..tape import no_grad
 from ..tensor import Tensor
 from .parameter import Parameter, move_array
@@ -315,10 +316,11 @@ class Module:
         return IncompatibleKeys(missing, unexpected)
 
     # -------------------------------------------------------------- devices
-    def to(self, device=None, dtype=None):
+    def to(self, device=None, dtype=None, memory_format=None):
         """Move (and/or cast floating) parameters, gradients and buffers in place:
         the Parameter objects stay the same, so optimizers built before still
-        hold them. Returns self."""
+        hold them. Returns self. ``memory_format``: see :mod:`tapegrad.memory_formats`."""
+        check_memory_format("Module.to", memory_format)
         dev = get_device(device) if device is not None else None
         dt = np.dtype(dtype) if dtype is not None else None
         if dt is not None and dt.kind != "f":
