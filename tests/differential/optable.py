@@ -647,6 +647,7 @@ SKIP = {
     ("method", "__index__"): "a Python protocol: tests/test_torch_idioms.py",
     ("fn", "Generator"): "a random stream, not torch's: tests/test_torch_idioms.py",
     ("fn", "set_printoptions"): "printing: compared with torch's repr in tests/test_printing.py",
+    ("fn", "memory_format"): "the memory-format names: tests/test_memory_formats.py",
     ("F", "scaled_dot_product_attention"): "against torch in tests/nn/test_transformer.py "
                                            "(masks, causal, gqa, gradients)",
     ("fn", "save"): "checkpoint files: formats differ by design (tests/test_serialization.py)",
