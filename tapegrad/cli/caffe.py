@@ -131,7 +131,7 @@ def _test(args) -> int:
     feed = _feed(net, args, 0 if args.seed is None else args.seed,
                  os.path.dirname(os.path.abspath(args.model)))
     m = net.model
-    weights = {t: w for lp, ws in zip(m._lps, m.loss_weights) for t, w in zip(lp.top, ws) if w}
+    weights = dict(m.weighted_tops)
     print(f"testing {m.net_name or args.model} ({args.iterations} batches of "
           f"{feed.shapes} from {args.data})", flush=True)
     sums, loss = {}, 0.0
@@ -389,7 +389,6 @@ def _train(args) -> int:
               f"{data}", file=sys.stderr)
         return 130
     except SolverDiverged:
-        run.close_bar()
         run.plot()
         raise
     finally:

@@ -85,6 +85,9 @@ class CaffeModel(Module):
         d["_layers"], d["_keys"] = layers, keys
         d["wiring"] = Wiring(layers, lps, net_param.force_backward)
         d["loss_weights"] = [layer_loss_weights(layer, lp) for layer, lp in zip(layers, lps)]
+        # (top, loss weight) of every weighted top, in layer order
+        d["weighted_tops"] = [(t, w) for lp, ws in zip(lps, self.loss_weights)
+                              for t, w in zip(lp.top, ws) if w]
         d["inputs"] = [t for layer in layers if isinstance(layer, Source)
                        for t in layer.top_names]
         d["outputs"] = list(self.wiring.outputs)
@@ -242,11 +245,10 @@ class CaffeModel(Module):
         """Caffe's loss: ``sum(loss_weight * sum(top))`` over the weighted tops in
         ``env`` (None when no top is weighted)."""
         total = None
-        for lp, weights in zip(self._lps, self.loss_weights):
-            for t, w in zip(lp.top, weights):
-                if w and t in env:
-                    term = env[t].sum() * w
-                    total = term if total is None else total + term
+        for t, w in self.weighted_tops:
+            if t in env:
+                term = env[t].sum() * w
+                total = term if total is None else total + term
         return total
 
     # ------------------------------------------------------------ weights

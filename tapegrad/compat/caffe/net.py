@@ -164,12 +164,10 @@ class Net:
         self.blobs: OrderedDict[str, Blob] = OrderedDict()
         for name in m.wiring.version_names:
             self.blobs.setdefault(name, Blob())
-        self._loss_diffs = {}  # Caffe sets a weighted top's diff to its loss_weight
-        for lp, weights_ in zip(m._lps, m.loss_weights):
-            for t, w in zip(lp.top, weights_):
-                if w:
-                    self._loss_diffs[t] = w
-                    self.blobs[t].diff = np.full((), w, np.float32)
+        # Caffe sets a weighted top's diff to its loss_weight
+        self._loss_diffs = dict(m.weighted_tops)
+        for t, w in self._loss_diffs.items():
+            self.blobs[t].diff = np.full((), w, np.float32)
         self.inputs, self.outputs = list(m.inputs), list(m.outputs)
         self._generated = {t for layer in m._layers if isinstance(layer, DummyData)
                            for t in layer.top_names}

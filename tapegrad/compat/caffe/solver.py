@@ -63,14 +63,10 @@ def _fed_inputs(net: Net) -> list[str]:
     return [n for n in net.inputs if n not in net._generated]
 
 
-def _weighted_tops(net: Net) -> list[tuple[str, float]]:
-    m = net.model
-    return [(t, w) for lp, ws in zip(m._lps, m.loss_weights) for t, w in zip(lp.top, ws) if w]
-
-
 def _net_loss(net: Net) -> float:
     """Caffe's ``Net::Forward`` loss: ``sum(loss_weight * sum(top))``."""
-    return sum(w * float(net.blobs[t].data.sum(dtype=np.float64)) for t, w in _weighted_tops(net))
+    return sum(w * float(net.blobs[t].data.sum(dtype=np.float64))
+               for t, w in net.model.weighted_tops)
 
 
 def _values(net: Net, names) -> dict:
@@ -439,7 +435,7 @@ class Solver:
             results.append(means)
             if self.on_test is not None:
                 self.on_test({"iter": self.iter, "net": i, "outputs": means, "loss": loss,
-                              "loss_weights": dict(_weighted_tops(net))})
+                              "loss_weights": dict(net.model.weighted_tops)})
         return results
 
     # ------------------------------------------------------------ snapshots
