@@ -309,17 +309,20 @@ class _Run:
 
 def _out_folder(param, solver_path, out):
     """Where the run writes; the solver's snapshot_prefix moved into it."""
+    from ..compat.caffe.files import locate
+
     prefix = param.snapshot_prefix
     if out is None:
         folder = os.path.dirname(prefix)
-        beside = os.path.join(os.path.dirname(os.path.abspath(solver_path)), folder)
-        if folder and not os.path.isdir(folder) and not os.path.isabs(folder):
-            if not os.path.isdir(beside):
+        if folder and not os.path.isabs(folder):
+            found = locate(folder, os.path.dirname(os.path.abspath(solver_path)),
+                           os.path.isdir)
+            if found is None:
                 raise ArgumentError(
                     f"the solver's snapshot_prefix {prefix!r} is in the folder {folder!r}, "
                     f"which is neither in the working directory nor beside the solver; "
                     "create it or pass --out DIR")
-            folder = beside
+            folder = found
         out = folder or "."
     param.snapshot_prefix = os.path.join(out, os.path.basename(prefix) or "caffe")
     return out

@@ -50,9 +50,12 @@ import numpy as np
 
 from ...errors import MissingDependencyError
 from .base import LAYERS, CaffeLayerError
-from .files import MAX_BYTES, _read_bytes, read_net
+from .data import DATA_LAYERS
+from .files import MAX_BYTES, _read_bytes, locate, read_net
 from .graph import included
 from .schema import messages
+
+_FED = tuple(t for t in DATA_LAYERS if t != "DummyData") + ("Input",)  # (DummyData: its own)
 
 __all__ = ["feed_for", "FeedError", "LayerFeed", "NetFeed", "SOURCES", "digits_mnist_shaped",
            "resize_bilinear"]
@@ -215,9 +218,9 @@ class _Transform:
 def _resolve(path: str, root, where: str, what: str) -> str:
     """``path`` as given (absolute or relative to the working directory, as Caffe),
     else relative to ``root``."""
-    for cand in (path, os.path.join(root, path) if root else None):
-        if cand and os.path.isfile(cand):
-            return cand
+    found = locate(path, root, os.path.isfile)
+    if found is not None:
+        return found
     tried = f" (nor under {root!r})" if root else ""
     raise FeedError(f"{where}: {what} {path!r} not found in {os.getcwd()!r}{tried}; give a "
                     "path relative to the working directory or an absolute one")
@@ -535,6 +538,6 @@ def feed_for(net, source: str = "digits", *, phase=None, data_dir=None, seed: in
                                                      level, stages)]
     layers = []
     for i, lp in enumerate(lps):
-        if lp.type in ("Data", "ImageData", "MemoryData", "HDF5Data", "WindowData", "Input"):
+        if lp.type in _FED:
             layers.append(LayerFeed(lp, name, source, rng=[seed, i], **kw))
     return NetFeed(layers)

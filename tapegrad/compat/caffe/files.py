@@ -60,6 +60,17 @@ def _check_limit(max_bytes, op):
         raise ArgumentError(f"{op}: max_bytes must be a non-negative int, got {max_bytes!r}")
 
 
+def locate(path: str, root, exists=os.path.exists) -> str | None:
+    """Where a path a Caffe file names is: as given (absolute, or relative to the working
+    directory, as Caffe opens it) when ``exists`` says so, else under ``root`` (a relative
+    one); None when neither."""
+    if exists(path):
+        return path
+    if root and not os.path.isabs(path) and exists(os.path.join(root, path)):
+        return os.path.join(root, path)
+    return None
+
+
 def _read_bytes(source, max_bytes: int, what: str, op: str) -> tuple[bytes, str]:
     """The bytes of a path or a binary file object, refusing more than max_bytes
     before reading them."""

@@ -25,7 +25,7 @@ import numpy as np
 from ...device import get_array_module
 from ...errors import ArgumentTypeError, NonFiniteError, OutOfRangeError
 from ...random import manual_seed
-from .files import MAX_BYTES, CaffeFileError, legacy_shape_equal, read_net
+from .files import MAX_BYTES, CaffeFileError, legacy_shape_equal, locate, read_net
 from .net import Net, ParamBlob
 from .schema import messages
 from .solver_files import (
@@ -174,14 +174,13 @@ class Solver:
     def _find(self, path, what):
         """``path`` as given if it exists (relative to the current directory), else
         under ``root``."""
-        if os.path.exists(path):
-            return path
-        alt = os.path.join(self.root, path) if self.root and not os.path.isabs(path) else None
-        if alt and os.path.exists(alt):
-            return alt
+        found = locate(path, self.root)
+        if found is not None:
+            return found
+        under = self.root and not os.path.isabs(path)
         raise CaffeSolverError(f"{what}: {path!r} is not in the current directory "
-                               f"({os.getcwd()!r})" + (f" nor under root {self.root!r}" if alt
-                                                       else "")
+                               f"({os.getcwd()!r})" + (f" nor under root {self.root!r}"
+                                                       if under else "")
                                + "; fix the path in the solver or pass root=")
 
     def _train_source(self, sp):
@@ -345,7 +344,6 @@ class Solver:
             if sp.display and self.iter % sp.display == 0:
                 self._display(rate)
             params = self._params()
-            self._history()  # zeros, or the restored blobs
             self._updater([(p.data, p.diff, lr, decay) for p, lr, decay in params], rate,
                           self.iter)
             for p, _, _ in params:
@@ -442,10 +440,8 @@ class Solver:
     def _prefix(self) -> str:
         prefix = self.param.snapshot_prefix
         folder = os.path.dirname(prefix)
-        if folder and not os.path.isdir(folder) and not os.path.isabs(prefix) and self.root \
-                and os.path.isdir(os.path.join(self.root, folder)):
-            return os.path.join(self.root, prefix)
-        return prefix
+        found = locate(folder, self.root, os.path.isdir) if folder else None
+        return os.path.join(found, os.path.basename(prefix)) if found else prefix
 
     def snapshot(self) -> tuple[str, str]:
         """Write ``{snapshot_prefix}_iter_{iter}.caffemodel`` (the train net's weights)
