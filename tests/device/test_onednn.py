@@ -9,6 +9,7 @@ agree to a few ulps of the largest partial sum; the tolerance is relative to the
 result's scale, ``rtol * max|ref|`` with ``rtol`` 1e-5 (about 80 float32 ulps).
 """
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -315,19 +316,29 @@ def test_conv_transpose2d_matches_the_numpy_path(xs, ws, kw, on):
         _close(g, e, f"conv_transpose2d {name} {kw}")
 
 
-@pytest.fixture
-def layout_rule(monkeypatch):
-    """Set onednn_conv.NHWC_WHEN_PADDED for one test, with empty primitive caches
+@contextlib.contextmanager
+def _layout_rule_set(limit):
+    """onednn_conv.NHWC_WHEN_PADDED at ``limit`` inside, with empty primitive caches
     before and after (the layouts are chosen when a primitive is built)."""
-    def clear():
-        for cache in (onednn_conv._layouts, onednn._cache, onednn._reorders):
+    caches = (onednn_conv._layouts, onednn._cache, onednn._reorders)
+    before = onednn_conv.NHWC_WHEN_PADDED
+    for cache in caches:
+        cache.clear()
+    onednn_conv.NHWC_WHEN_PADDED = limit
+    try:
+        yield
+    finally:
+        onednn_conv.NHWC_WHEN_PADDED = before
+        for cache in caches:
             cache.clear()
 
-    def set_rule(limit):
-        monkeypatch.setattr(onednn_conv, "NHWC_WHEN_PADDED", limit)
-        clear()
-    yield set_rule
-    clear()
+
+@pytest.fixture
+def layout_rule():
+    """``layout_rule(limit)`` sets the rule for the rest of the test (see
+    :func:`_layout_rule_set`)."""
+    with contextlib.ExitStack() as stack:
+        yield lambda limit: stack.enter_context(_layout_rule_set(limit))
 
 
 @needs_onednn
@@ -365,18 +376,9 @@ def test_conv2d_on_channels_last_matches_the_numpy_path(geometry, bias):
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
     b = rng.standard_normal(ws[0]).astype(np.float32) if bias else None
-    caches = (onednn_conv._layouts, onednn._cache, onednn._reorders)
-    before = onednn_conv.NHWC_WHEN_PADDED
-    for cache in caches:
-        cache.clear()
-    onednn_conv.NHWC_WHEN_PADDED = 0.0
-    try:
+    with _layout_rule_set(0.0):
         on_path, got = _conv_all(x, w, b, True, **kw)
         assert on_path and set(onednn_conv._layouts.values()) == {True}
-    finally:
-        onednn_conv.NHWC_WHEN_PADDED = before
-        for cache in caches:
-            cache.clear()
     _, want = _conv_all(x, w, b, False, **kw)
     for name, g, e in zip(("y", "gx", "gw", "gb"), got, want):
         _close(g, e, f"nhwc {name} {xs} {ws} {kw}")
