@@ -61,3 +61,19 @@ def test_the_formats_are_named_and_pickle_as_themselves():
     for fmt in (tg.contiguous_format, tg.preserve_format, tg.channels_last,
                 tg.channels_last_3d):
         assert pickle.loads(pickle.dumps(fmt)) is fmt
+
+
+def test_the_default_formats_against_torch():
+    """Where tapegrad accepts a format, its strides are PyTorch's for that call."""
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(X.numpy().copy())
+    for name in ("contiguous_format", "preserve_format"):
+        ours, theirs = getattr(tg, name), getattr(torch, name)
+        assert X.to(memory_format=ours).stride() == t.to(memory_format=theirs).stride()
+        assert X.clone(memory_format=ours).stride() == t.clone(memory_format=theirs).stride()
+    assert X.contiguous(memory_format=tg.contiguous_format).stride() == \
+        t.contiguous(memory_format=torch.contiguous_format).stride()
+    assert X.is_contiguous(memory_format=tg.contiguous_format) == \
+        t.is_contiguous(memory_format=torch.contiguous_format)
+    # the refused format: PyTorch's answer would differ from tapegrad's layout
+    assert not t.to(memory_format=torch.channels_last).is_contiguous()
