@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import memory_formats
 from .device import cpu, get_device
 from .dtypes import as_dtype
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError, describe
-from .memory_formats import check_memory_format
+from .memory_formats import check_memory_format, contiguous_format, preserve_format
 from .ops.elementwise import zero_gradient
 from .random import get_generator
 from .tensor import Tensor, _wrap, get_default_dtype
@@ -37,13 +38,31 @@ def _make(fill, shape, dtype, device, requires_grad):
     return t
 
 
+def _zeros(xp, s, d):
+    return xp.zeros(s, d)
+
+
+def _ones(xp, s, d):
+    return xp.ones(s, d)
+
+
+def _normal(device):
+    gen = get_generator(device)
+    return lambda xp, s, d: gen.standard_normal(s).astype(d, copy=False)
+
+
+def _uniform(device):
+    gen = get_generator(device)
+    return lambda xp, s, d: gen.random(s).astype(d, copy=False)
+
+
 def zeros(*shape, dtype=None, device="cpu", requires_grad=False):
     """``tapegrad.zeros(2, 3)`` or ``zeros((2, 3))``."""
-    return _make(lambda xp, s, d: xp.zeros(s, d), shape, dtype, device, requires_grad)
+    return _make(_zeros, shape, dtype, device, requires_grad)
 
 
 def ones(*shape, dtype=None, device="cpu", requires_grad=False):
-    return _make(lambda xp, s, d: xp.ones(s, d), shape, dtype, device, requires_grad)
+    return _make(_ones, shape, dtype, device, requires_grad)
 
 
 def empty(*shape, dtype=None, device="cpu", requires_grad=False):
@@ -91,16 +110,12 @@ def linspace(start, end, steps, dtype=None, device="cpu", requires_grad=False):
 
 def randn(*shape, dtype=None, device="cpu", requires_grad=False):
     """Standard normal samples from the global generator (see ``manual_seed``)."""
-    gen = get_generator(device)
-    return _make(lambda xp, s, d: gen.standard_normal(s).astype(d, copy=False), shape, dtype,
-                 device, requires_grad)
+    return _make(_normal(device), shape, dtype, device, requires_grad)
 
 
 def rand(*shape, dtype=None, device="cpu", requires_grad=False):
     """Uniform samples in [0, 1) from the global generator."""
-    gen = get_generator(device)
-    return _make(lambda xp, s, d: gen.random(s).astype(d, copy=False), shape, dtype, device,
-                 requires_grad)
+    return _make(_uniform(device), shape, dtype, device, requires_grad)
 
 
 def randint(*args, size=None, dtype=None, device="cpu"):
@@ -124,43 +139,53 @@ def randint(*args, size=None, dtype=None, device="cpu"):
                  (tuple(size),), dt, device, False)
 
 
-def _like(make, t, dtype, requires_grad, *extra):
-    return make(tuple(t.shape), *extra, dtype=t.dtype if dtype is None else dtype,
-                device=t.device, requires_grad=requires_grad)
+def _like(who, fill, t, dtype, requires_grad, memory_format):
+    """``fill(xp, shape, dtype)``'s values of ``t``'s shape, laid out as PyTorch's
+    ``empty_like(t, memory_format=...)``: by default (preserve_format) dense in t's
+    order of axes, a channels-last t's channels-last (:mod:`tapegrad.memory_formats`)."""
+    check_memory_format(who, memory_format, t.ndim)
+    fmt = preserve_format if memory_format is None else memory_format
+
+    def laid_out(xp, shape, dt):
+        out = memory_formats.empty_like(xp, t.array, fmt, dt)
+        out[...] = fill(xp, shape, dt)
+        return out
+
+    c_order = fmt is contiguous_format or (
+        fmt is preserve_format and memory_formats.memory_order(t.array) == list(range(t.ndim)))
+    return _make(fill if c_order else laid_out, (tuple(t.shape),),
+                 t.dtype if dtype is None else dtype, t.device, requires_grad)
 
 
 def zeros_like(t, dtype=None, requires_grad=False, memory_format=None):
-    check_memory_format("zeros_like", memory_format)
-    return _like(zeros, t, dtype, requires_grad)
+    return _like("zeros_like", _zeros, t, dtype, requires_grad, memory_format)
 
 
 def ones_like(t, dtype=None, requires_grad=False, memory_format=None):
-    check_memory_format("ones_like", memory_format)
-    return _like(ones, t, dtype, requires_grad)
+    return _like("ones_like", _ones, t, dtype, requires_grad, memory_format)
 
 
 def full_like(t, fill_value, dtype=None, requires_grad=False, memory_format=None):
-    check_memory_format("full_like", memory_format)
-    return _like(full, t, dtype, requires_grad, fill_value)
+    return _like("full_like", lambda xp, s, d: xp.full(s, fill_value, d), t, dtype,
+                 requires_grad, memory_format)
 
 
-def _random_like(make, name, t, dtype, requires_grad):
+def _random_like(fill, name, t, dtype, requires_grad, memory_format):
     dt = np.dtype(t.dtype if dtype is None else dtype)
     if dt.kind != "f":
         raise DTypeError(f"{name}: samples need a floating dtype, got {dt} (PyTorch refuses "
                          f"too); pass dtype=tapegrad.float32")
-    return _like(make, t, dt, requires_grad)
+    return _like(name, fill(t.device), t, dt, requires_grad, memory_format)
 
 
 def randn_like(t, dtype=None, requires_grad=False, memory_format=None):
-    """Standard normal samples of ``t``'s shape, dtype (unless given) and device."""
-    check_memory_format("randn_like", memory_format)
-    return _random_like(randn, "randn_like", t, dtype, requires_grad)
+    """Standard normal samples of ``t``'s shape, dtype (unless given) and device; the
+    samples are those of the C-ordered tensor, whatever the layout."""
+    return _random_like(_normal, "randn_like", t, dtype, requires_grad, memory_format)
 
 
 def rand_like(t, dtype=None, requires_grad=False, memory_format=None):
-    check_memory_format("rand_like", memory_format)
-    return _random_like(rand, "rand_like", t, dtype, requires_grad)
+    return _random_like(_uniform, "rand_like", t, dtype, requires_grad, memory_format)
 
 
 def from_numpy(a: np.ndarray) -> Tensor:

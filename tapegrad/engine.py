@@ -32,6 +32,7 @@ from . import walks
 from .device import pool
 from .errors import DeviceError, GraphError, describe
 from .grad_mode import _local
+from .memory_formats import dense, empty_like, preserve_format
 from .ops.graph_backend import TensorBackend
 from .tape import _check_versions, _freed_message
 from .tensor import Tensor, _wrap
@@ -342,10 +343,17 @@ def _accumulate_leaf_locked(t, g, create_graph):
         g = g.array
     old = t.grad
     if old is None:
-        # a private copy: rules may hand the same array to several inputs
-        data = pool.copy(g) if g.dtype == t.dtype else None
-        if data is None:
-            data = t.device.xp.array(g, dtype=t.dtype, copy=True)
+        # a private copy (rules may hand the same array to several inputs) laid out as
+        # PyTorch's gradient layout contract: the leaf's strides where the leaf is dense
+        # and not C-ordered (a channels-last conv weight), else C order
+        a = t.array
+        if a.flags.c_contiguous or not dense(a):
+            data = pool.copy(g) if g.dtype == t.dtype else None
+            if data is None:
+                data = t.device.xp.array(g, dtype=t.dtype, order="C")
+        else:
+            data = empty_like(t.device.xp, a, preserve_format, t.dtype)
+            data[...] = g
         t.grad = _wrap(data, t.device, None, 0, False)
     elif old.array.shape == g.shape and not old.requires_grad:
         old.array += g

@@ -19,7 +19,7 @@ from .creation import full
 from .dtypes import fit_number
 from .errors import ArgumentError, DTypeError, GraphError, ShapeError, describe
 from .grad_mode import is_grad_enabled
-from .memory_formats import check_memory_format
+from .memory_formats import check_memory_format, contiguous_format, is_strided_as, preserve_format
 from .random import get_generator
 from .return_types import ValuesIndices
 from .tensor import Tensor, _wrap, tensor
@@ -79,17 +79,28 @@ class TensorMethods:
         return self.astype(other.dtype)
 
     def clone(self, memory_format=None):
-        """A differentiable copy (``memory_format``: see :mod:`tapegrad.memory_formats`)."""
-        check_memory_format("clone", memory_format)
-        return _ops.cast(self, self.dtype, copy=True)
+        """A differentiable copy, laid out as PyTorch's: by default (``preserve_format``)
+        dense in x's order of axes (x's strides where x has no gaps: a channels-last or
+        transposed x's copy is too); ``clone(memory_format=tapegrad.channels_last)``
+        NHWC (:mod:`tapegrad.memory_formats`)."""
+        check_memory_format("clone", memory_format, self.ndim)
+        return _ops.cast(self, self.dtype, copy=True,
+                         order=preserve_format if memory_format is None else memory_format)
 
     def contiguous(self, memory_format=None):
-        """Self when its array is C-contiguous, else a (differentiable) contiguous copy
-        (``memory_format``: see :mod:`tapegrad.memory_formats`)."""
-        check_memory_format("contiguous", memory_format)
-        if self.array.flags.c_contiguous:
+        """Self when it lies densely in ``memory_format``'s order (C order unless given;
+        ``tapegrad.channels_last``: NHWC), else a differentiable copy that does."""
+        check_memory_format("contiguous", memory_format, self.ndim)
+        if memory_format is preserve_format:
+            raise ArgumentError("contiguous: memory_format=tapegrad.preserve_format is not a "
+                                "layout to copy into (PyTorch refuses it too, but for an "
+                                "x that is contiguous already); use "
+                                "tapegrad.contiguous_format or channels_last")
+        fmt = contiguous_format if memory_format is None else memory_format
+        if (self.array.flags.c_contiguous if fmt is contiguous_format
+                else is_strided_as(self.array, fmt)):
             return self
-        return _ops.cast(self, self.dtype, copy=True, order="C")
+        return _ops.cast(self, self.dtype, copy=True, order=fmt)
 
     # -------------------------------------------------------- new tensors
     def new_tensor(self, data, dtype=None, requires_grad=False):

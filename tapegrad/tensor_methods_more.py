@@ -37,7 +37,13 @@ from .errors import (
     describe,
 )
 from .grad_mode import is_grad_enabled
-from .memory_formats import check_memory_format, preserve_format
+from .memory_formats import (
+    check_memory_format,
+    contiguous_format,
+    is_strided_as,
+    preserve_format,
+    steps,
+)
 from .ops.elementwise import zero_gradient
 from .tape import _aliases
 
@@ -773,24 +779,21 @@ class TensorMethodsMore:
     def is_contiguous(self, memory_format=None):
         """Whether the elements lie in C order without gaps (as NumPy's flag; axes of
         length 1 do not count). >>> x.t().is_contiguous()   # False
-        ``memory_format``: ``contiguous_format`` (the default); the channels-last ones
-        are refused (:mod:`tapegrad.memory_formats`)."""
+        ``memory_format=tapegrad.channels_last``: in NHWC order instead (False for a
+        tensor that is not 4-D, as PyTorch; :mod:`tapegrad.memory_formats`)."""
         if memory_format is preserve_format:
             raise ArgumentError("is_contiguous: memory_format=tapegrad.preserve_format is "
-                                "not a layout to test (PyTorch refuses it too); use "
-                                "tapegrad.contiguous_format")
+                                "not a layout to test; use tapegrad.contiguous_format or "
+                                "channels_last")
         check_memory_format("is_contiguous", memory_format)
-        return bool(self.array.flags.c_contiguous)
+        if memory_format is None or memory_format is contiguous_format:
+            return bool(self.array.flags.c_contiguous)
+        return is_strided_as(self.array, memory_format)
 
     def stride(self, dim=None):
         """Steps in elements between neighbours along each axis (or ``dim``).
         >>> x.t().stride()"""
-        step = self.array.itemsize
-        strides = [int(s) // step for s in self.array.strides]
-        for i in reversed(range(len(strides))):  # NumPy's 0 for an inserted length-1 axis
-            if self.shape[i] == 1 and strides[i] == 0:  # is PyTorch's next stride * size
-                strides[i] = strides[i + 1] * self.shape[i + 1] if i + 1 < len(strides) else 1
-        strides = tuple(strides)
+        strides = steps(self.array)
         if dim is None:
             return strides
         return strides[normalize_axis("stride", self.shape, dim)]

@@ -17,7 +17,7 @@ from .device import cpu, get_device
 from .dtypes import as_dtype, fit_number
 from .errors import ArgumentError, DeviceError, DTypeError, GraphError, describe
 from .grad_mode import is_grad_enabled, no_grad
-from .memory_formats import check_memory_format
+from .memory_formats import check_memory_format, contiguous_format, preserve_format, suggested
 from .ops.elementwise import ToDevice
 from .sparse import to_sparse
 from .tensor import Tensor, _is_device, _wrap
@@ -73,8 +73,10 @@ class TensorOperators:
         ``x.to(other)`` (other's device and dtype). Differentiable; self if nothing
         changes (unless ``copy=True``). ``non_blocking`` is accepted: copies here
         complete before returning, which is what a later use waits for anyway.
-        ``memory_format``: see :mod:`tapegrad.memory_formats`."""
-        check_memory_format("to", memory_format)
+        ``memory_format``: a copy keeps x's layout (``preserve_format``, the default)
+        or takes the one named, as PyTorch's (:mod:`tapegrad.memory_formats`); x
+        itself where its ``suggest_memory_format()`` is the one named already."""
+        check_memory_format("to", memory_format, self.ndim)
         if len(args) > 2:
             raise ArgumentError(f"to: at most a device and a dtype, got {args!r}")
         for a in args:
@@ -85,11 +87,16 @@ class TensorOperators:
             else:
                 dtype = a
         dev = get_device(device) if device is not None else self.device
+        fmt = preserve_format if memory_format is None else memory_format
+        dt = self.dtype if dtype is None else as_dtype(dtype, "to")
         out = self
-        if dtype is not None and as_dtype(dtype, "to") != self.dtype:
-            out = out.astype(dtype)
+        if dt != self.dtype or (fmt is not preserve_format and suggested(self.array) is not fmt):
+            out = _ops.cast(self, dt, copy=True, order=fmt)
         if dev is not out.device:
             out = ToDevice.apply(out, device=dev)
+            keep = suggested(self.array) if fmt is preserve_format else fmt
+            if keep is not contiguous_format:  # a device copy may not keep channels-last
+                out = out.contiguous(memory_format=keep)
         return out.clone() if copy and out is self else out
 
     def cpu(self) -> Tensor:

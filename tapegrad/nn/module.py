@@ -11,9 +11,9 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from .. import memory_formats as mf
 from ..device import get_device
 from ..errors import ArgumentKeyError, ArgumentTypeError, DTypeError, StateDictError
-from ..memory_formats import check_memory_format
 from ..tape import no_grad
 from ..tensor import Tensor
 from .parameter import Parameter, move_array
@@ -319,17 +319,26 @@ class Module:
     def to(self, device=None, dtype=None, memory_format=None):
         """Move (and/or cast floating) parameters, gradients and buffers in place:
         the Parameter objects stay the same, so optimizers built before still
-        hold them. Returns self. ``memory_format``: see :mod:`tapegrad.memory_formats`."""
-        check_memory_format("Module.to", memory_format)
+        hold them. Returns self. ``memory_format``: lays out the 4-D and 5-D ones (conv
+        weights) in that format (``tapegrad.channels_last``: NHWC), as PyTorch; see
+        :mod:`tapegrad.memory_formats`."""
+        mf.check_memory_format("Module.to", memory_format)
+        fmt = None if memory_format is mf.preserve_format else memory_format
         dev = get_device(device) if device is not None else None
         dt = np.dtype(dtype) if dtype is not None else None
         if dt is not None and dt.kind != "f":
             raise DTypeError(f"Module.to: dtype must be floating, got {dt}")
+        tensors = list(self.parameters()) + list(self.buffers())
+        for t in tensors:  # all checked before any moves: a refusal changes nothing
+            if fmt is not None and t.ndim in (4, 5):
+                mf.check_rank(f"Module.to (a {tuple(t.shape)} parameter or buffer)", fmt,
+                              t.ndim)
         with no_grad():
-            for t in list(self.parameters()) + list(self.buffers()):
-                _move_in_place(t, dev, dt)
+            for t in tensors:
+                f = fmt if t.ndim in (4, 5) else None
+                _move_in_place(t, dev, dt, f)
                 if t.grad is not None:
-                    _move_in_place(t.grad, dev, dt)
+                    _move_in_place(t.grad, dev, dt, f)
         return self
 
     def cpu(self):
@@ -364,10 +373,16 @@ class Module:
         return head + "\n  " + "\n  ".join(lines) + "\n)"
 
 
-def _move_in_place(t, dev, dt):
+def _move_in_place(t, dev, dt, fmt=None):
+    """Move ``t``'s array to ``dev`` (floating ones cast to ``dt``) in ``fmt``'s layout
+    (None: its own, channels-last kept across devices)."""
     target = dev if dev is not None else t.device
     cast = dt if (dt is not None and t.dtype.kind == "f") else None
+    keep = mf.suggested(t.array) if fmt is None else fmt
     new = move_array(t.array, target, cast)
+    if keep is not mf.contiguous_format or fmt is not None:
+        with target.use():
+            new = mf.as_format(target.xp, new, keep)
     if new is not t.array:
         t.array = new
         t.device = target

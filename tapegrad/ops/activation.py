@@ -16,6 +16,7 @@ from ..args import check_float, normalize_axis, raw, torch_names
 from ..device import kernels, pool
 from ..dtypes import FLOAT_NOT_BOOL, KEEP_NOT_BOOL, REFUSE, downcast, int_input, upcast
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
+from ..memory_formats import memory_order
 from ..tape import Function
 from ..tensor import Tensor
 from .special import INV_SQRT_2PI, normal_cdf
@@ -477,6 +478,15 @@ _GELU_KAPPA = 0.044715
 GELU_APPROXIMATIONS = ("none", "tanh")
 
 
+def _cdf(xp, x):
+    """``normal_cdf(xp, x)`` in x's layout (a channels-last x gives a channels-last
+    Phi, so ``x * Phi`` keeps it): computed on x's axes in memory order."""
+    if isinstance(x, Tensor) or x.flags.c_contiguous:
+        return normal_cdf(xp, x)
+    order = memory_order(x)
+    return normal_cdf(xp, x.transpose(order)).transpose(np.argsort(order))
+
+
 class GELU(Function):
     differentiable_twice = True
     int_inputs = REFUSE  # as torch's
@@ -490,7 +500,7 @@ class GELU(Function):
         if approximate == "tanh":
             out = xa * (0.5 * (1 + xp.tanh(_GELU_BETA * (xa + _GELU_KAPPA * (xa * xa * xa)))))
         else:
-            cdf = normal_cdf(xp, xa)  # kept: the erf is most of the cost, and backward needs it
+            cdf = _cdf(xp, xa)  # kept: the erf is most of the cost, and backward needs it
             out = xa * cdf
         ctx.approximate = approximate
         if cdf is None:
@@ -514,7 +524,7 @@ class GELU(Function):
             d = 0.5 * (1 + t) + (0.5 * _GELU_BETA) * x * (1 - t * t) * (1 + 3 * _GELU_KAPPA * x2)
         else:
             if cdf is None:
-                cdf = normal_cdf(xp, x)
+                cdf = _cdf(xp, x)
             d = cdf + x * (xp.exp(-0.5 * (x * x)) * INV_SQRT_2PI)  # Phi + x phi
         return g * d, None
 

@@ -24,6 +24,7 @@ import numpy as np
 from ..args import check_broadcasts, check_float
 from ..device import kernels
 from ..errors import ArgumentError, ShapeError, describe
+from ..memory_formats import memory_order
 from ..random import get_generator
 from ..tape import Function
 from ..tensor import Tensor, _wrap
@@ -90,7 +91,7 @@ def _make_mask(x, p, shape=None):
         return xp.zeros(shape, dtype=dt)
     u = _uniforms(x, shape)
     if kernels.on_cuda(x.device.backend):
-        return _dropout_mask(u, p, dt.type(1 / (1 - p)), xp.empty(shape, dtype=dt))
+        return _dropout_mask(u, p, dt.type(1 / (1 - p)), xp.empty_like(u, dtype=dt))
     mask = (u >= p).astype(dt)
     mask *= 1 / (1 - p)
     return mask
@@ -98,10 +99,15 @@ def _make_mask(x, p, shape=None):
 
 def _uniforms(x, shape):
     """Uniform [0, 1) draws of ``shape`` from the device's global generator (float64
-    for float64 inputs, else float32)."""
+    for float64 inputs, else float32); of x's shape, drawn in x's layout (memory
+    order), so that a channels-last x gives a channels-last mask and result."""
     xp = x.device.xp
     gen = get_generator(x.device)
-    return gen.random(shape, dtype=xp.float64 if x.array.dtype == xp.float64 else xp.float32)
+    dt = xp.float64 if x.array.dtype == xp.float64 else xp.float32
+    if shape != x.array.shape or x.array.flags.c_contiguous:
+        return gen.random(shape, dtype=dt)
+    order = memory_order(x.array)
+    return gen.random(tuple(shape[d] for d in order), dtype=dt).transpose(np.argsort(order))
 
 
 def _check_p(op, p):

@@ -16,6 +16,7 @@ from ..device import cpu as _cpu
 from ..dtypes import FLOAT, KEEP_NOT_BOOL, as_dtype, fit_number
 from ..errors import ArgumentError, DTypeError, describe
 from ..grad_mode import is_grad_enabled
+from ..memory_formats import empty_like
 from ..tape import Function
 from ..tensor import Tensor, _wrap
 from .unary import NOTHING, OUTPUT, Unary
@@ -392,7 +393,7 @@ def zero_gradient(out, *inputs):
     PyTorch's rules that ignore an input (addmm with beta=0, normal, bernoulli)."""
     for x in inputs:
         if isinstance(x, Tensor) and x.requires_grad and is_grad_enabled():
-            out = where(out.device.xp.zeros(out.shape, dtype=bool), x, out)
+            out = where(out.device.xp.zeros_like(out.array, dtype=bool), x, out)
     return out
 
 
@@ -403,7 +404,7 @@ class Clip(Function):
     @staticmethod
     def forward(ctx, x, lo, hi):
         xp = ctx.xp
-        inside = xp.ones(x.shape, dtype=bool)
+        inside = xp.ones_like(x, dtype=bool)  # in x's layout, as the gradient
         if lo is not None:
             inside &= x >= lo
         if hi is not None:
@@ -436,7 +437,11 @@ class Cast(Function):
 
     @staticmethod
     def forward(ctx, x, dtype, copy=False, order="K"):
-        return x.astype(dtype, order=order, copy=copy)
+        if isinstance(order, str):
+            return x.astype(dtype, order=order, copy=copy)
+        out = empty_like(ctx.xp, x, order, dtype)  # a copy laid out as memory format order
+        out[...] = x
+        return out
 
     @staticmethod
     def backward(ctx, g):
@@ -445,7 +450,9 @@ class Cast(Function):
 
 def cast(x, dtype, copy=False, order="K"):
     """Convert to ``dtype``; the gradient is cast back. Integer targets drop the graph.
-    ``order="C"`` makes the result C-contiguous (``Tensor.contiguous``).
+    ``order="C"`` makes the result C-contiguous; a memory format (``order=channels_last``,
+    ``preserve_format``) makes a copy laid out as PyTorch's ``empty_like(x, memory_format=
+    order)`` (``Tensor.clone``, ``contiguous``, ``to``: :mod:`tapegrad.memory_formats`).
 
     >>> ops.cast(x, 'float64')
     """
