@@ -1,7 +1,11 @@
 """oneDNN's convolutions for ``ops/conv.py`` (the binding is :mod:`.onednn`): forward,
 backward-data and backward-weights primitives, each asked for its layouts with
 ``format_tag_any`` and cached by what it computes; ``conv_temporaries`` tells
-``memory_report`` what their reorders allocate."""
+``memory_report`` what their reorders allocate.
+
+A conv whose memory format (``geo.fmt``, ``ops.conv._memory_format``) is channels_last
+runs on NHWC activation descriptors and gets its y, gx and gW allocated NHWC-strided,
+so the activations (its own arrays, and inputs already in NHWC) need no reorder."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import ctypes
 
 import numpy as np
 
+from .. import memory_formats
 from .onednn import (
     _ARG_BIAS,
     _ARG_DIFF_BIAS,
@@ -58,6 +63,11 @@ def _geo_key(geo):
             tuple(geo.dilation), tuple(geo.pad))
 
 
+def _prim_key(kind, geo, bias):
+    """A primitive's cache key: what it computes, and its activations' layout choice."""
+    return (kind, _geo_key(geo), bias, geo.fmt.name)
+
+
 # Channels-last activations where oneDNN's own choice would pad the input channels by a
 # quarter or more: its blocked layouts (nChw16c on AVX-512, nChw8c on AVX2) round C up
 # to the block, and the wasted lanes cost more than an NHWC kernel's tails. Measured
@@ -83,8 +93,14 @@ MIN_MACS = 2_000_000
 _layouts: dict = {}
 
 
+def _nhwc(lib, engine, geo) -> bool:
+    """Whether the conv ``geo`` runs on NHWC activations: its format is channels_last,
+    or oneDNN's own layout would pad its channels (:func:`_channels_last`)."""
+    return geo.fmt is memory_formats.channels_last or _channels_last(lib, engine, geo)
+
+
 def _channels_last(lib, engine, geo) -> bool:
-    """Whether the conv ``geo`` runs on NHWC activations (see NHWC_WHEN_PADDED)."""
+    """Whether the conv ``geo`` runs on NHWC activations by NHWC_WHEN_PADDED's rule."""
     key = _geo_key(geo)
     got = _layouts.get(key)
     if got is None:
@@ -108,7 +124,8 @@ def _any_descs(lib, geo, bias, channels_last):
     (``channels_last``)."""
     src, w, dst = _conv_shapes(geo)
     if channels_last:  # (N, C, H, W) dims with NHWC strides
-        act = [_Desc.of(lib, s, (s[1] * s[2] * s[3], 1, s[1] * s[3], s[1])) for s in (src, dst)]
+        act = [_Desc.of(lib, s, memory_formats.dense_strides(s, memory_formats.channels_last))
+               for s in (src, dst)]
     else:
         act = [_Desc.any(lib, s) for s in (src, dst)]
     return (act[0], _Desc.any(lib, w), _Desc.any(lib, (geo.o,)) if bias else None, act[1])
@@ -119,7 +136,7 @@ def _md(desc):
 
 
 def _forward_pd(lib, engine, geo, bias):
-    src, w, b, dst = _any_descs(lib, geo, bias, _channels_last(lib, engine, geo))
+    src, w, b, dst = _any_descs(lib, geo, bias, _nhwc(lib, engine, geo))
     pd = _p()
     _check(lib.dnnl_convolution_forward_primitive_desc_create(
         ctypes.byref(pd), engine, _FORWARD_TRAINING, _CONV_DIRECT, src.md, w.md, _md(b), dst.md,
@@ -147,7 +164,7 @@ def _build_forward(geo, bias):
 def _build_backward_data(geo, bias):
     def build(lib, engine):
         hint = _forward_pd(lib, engine, geo, False)
-        src, w, _, dst = _any_descs(lib, geo, False, _channels_last(lib, engine, geo))
+        src, w, _, dst = _any_descs(lib, geo, False, _nhwc(lib, engine, geo))
         pd = _p()
         try:
             _check(lib.dnnl_convolution_backward_data_primitive_desc_create(
@@ -166,7 +183,7 @@ def _build_backward_data(geo, bias):
 def _build_backward_weights(geo, bias):
     def build(lib, engine):
         hint = _forward_pd(lib, engine, geo, bias)
-        src, w, b, dst = _any_descs(lib, geo, bias, _channels_last(lib, engine, geo))
+        src, w, b, dst = _any_descs(lib, geo, bias, _nhwc(lib, engine, geo))
         pd = _p()
         try:
             _check(lib.dnnl_convolution_backward_weights_primitive_desc_create(
@@ -194,16 +211,17 @@ _CONV = {
 
 
 def _conv_run(kind, geo, bias, inputs, outputs):
-    _run((kind, _geo_key(geo), bias), _CONV[kind][0](geo, bias), inputs, outputs)
+    _run(_prim_key(kind, geo, bias), _CONV[kind][0](geo, bias), inputs, outputs)
 
 
 def conv_temporaries(kind, geo, bias) -> int:
     """Bytes of the reorder buffers one call of ``kind`` ("conv_fwd", "conv_bwd_data",
-    "conv_bwd_weights") allocates on C-contiguous arrays: each argument in a layout of
-    oneDNN's choosing other than the array's own (for ``memory_report``)."""
+    "conv_bwd_weights") allocates on activations dense in the conv's format and
+    C-contiguous weights: each argument in a layout of oneDNN's choosing other than the
+    array's own (for ``memory_report``)."""
     lib, engine, _ = _engine_stream()
     build, args = _CONV[kind]
-    _, prim = _primitive(lib, engine, (kind, _geo_key(geo), bias), build(geo, bias))
+    _, prim = _primitive(lib, engine, _prim_key(kind, geo, bias), build(geo, bias))
     src, w, dst = _conv_shapes(geo)
     shapes = (src, w, dst, (geo.o,))
     total = 0
@@ -211,8 +229,8 @@ def conv_temporaries(kind, geo, bias) -> int:
         if arg not in prim.mds:  # no bias
             continue
         shape = shapes[which]
-        c_order = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
-        plain = _Desc.of(lib, shape, c_order)
+        fmt = geo.fmt if which in (0, 2) else memory_formats.contiguous_format
+        plain = _Desc.of(lib, shape, memory_formats.dense_strides(shape, fmt))
         want = prim.mds[arg]
         if not lib.dnnl_memory_desc_equal(plain.md, want.md):
             total += lib.dnnl_memory_desc_get_size(want.md)
@@ -220,9 +238,10 @@ def conv_temporaries(kind, geo, bias) -> int:
 
 
 def conv_forward(x, w, b, geo):
-    """y = conv(x, w) + b for float32 NCHW arrays; ``geo`` is ops.conv's geometry."""
+    """y = conv(x, w) + b for float32 (N, C, H, W) arrays (any strides); ``geo`` is
+    ops.conv's geometry, y in its format ``geo.fmt``."""
     bias = b is not None
-    y = np.empty((geo.n, geo.o, geo.ho, geo.wo), np.float32)
+    y = memory_formats.empty(np, (geo.n, geo.o, geo.ho, geo.wo), np.float32, geo.fmt)
     ins = {_ARG_SRC: x, _ARG_WEIGHTS: _grouped(w, geo)}
     if bias:
         ins[_ARG_BIAS] = b
@@ -231,19 +250,22 @@ def conv_forward(x, w, b, geo):
 
 
 def conv_backward_data(gy, w, geo):
-    """gx, the input gradient of conv(x, w), from gy (N, O, Ho, Wo)."""
-    gx = np.empty((geo.n, geo.c, geo.h, geo.w), np.float32)
+    """gx (in ``geo.fmt``), the input gradient of conv(x, w), from gy (N, O, Ho, Wo)."""
+    gx = memory_formats.empty(np, (geo.n, geo.c, geo.h, geo.w), np.float32, geo.fmt)
     _conv_run("conv_bwd_data", geo, False, {_ARG_WEIGHTS: _grouped(w, geo), _ARG_DIFF_DST: gy},
               {_ARG_DIFF_SRC: gx})
     return gx
 
 
 def conv_backward_weights(x, gy, geo, bias):
-    """(gw, gb or None): the weight (and bias) gradients of conv(x, w) + b."""
-    gw = np.empty(_conv_shapes(geo)[1], np.float32)
-    outs = {_ARG_DIFF_WEIGHTS: gw}
+    """(gw, gb or None): the weight (and bias) gradients of conv(x, w) + b, gw in
+    ``geo.fmt``."""
+    # (O, Cg, kh, kw) -> (G, O/G, Cg, kh, kw): splitting O is a view in either order
+    gw = memory_formats.empty(np, (geo.o, geo.c // geo.groups, geo.kh, geo.kw), np.float32,
+                              geo.fmt)
+    outs = {_ARG_DIFF_WEIGHTS: _grouped(gw, geo)}
     gb = np.empty((geo.o,), np.float32) if bias else None
     if bias:
         outs[_ARG_DIFF_BIAS] = gb
     _conv_run("conv_bwd_weights", geo, bias, {_ARG_SRC: x, _ARG_DIFF_DST: gy}, outs)
-    return gw.reshape(geo.o, geo.c // geo.groups, geo.kh, geo.kw), gb
+    return gw, gb

@@ -1,5 +1,6 @@
 """oneDNN's max and average pooling for ``ops/pool.py`` (the binding is :mod:`.onednn`),
-on plain NCHW float32 arrays.
+on plain float32 arrays in the input's memory format (``geo.fmt``): NCHW, or NHWC for a
+channels-last input, descriptors, outputs and workspace alike, so nothing is reordered.
 
 Which calls take it (:func:`algorithm`) follows from where oneDNN computes exactly
 PyTorch's pooling:
@@ -24,6 +25,7 @@ import ctypes
 
 import numpy as np
 
+from .. import memory_formats
 from .onednn import (
     _ARG_DIFF_DST,
     _ARG_DIFF_SRC,
@@ -85,15 +87,13 @@ def _params(geo):
     return (_dims((sh, sw)), _dims((kh, kw)), _dims((0, 0)), _dims((pt, pl)), _dims(after))
 
 
-def _c_order(shape):
-    return tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
-
-
 def _descs(lib, geo):
-    """(src, dst) descriptors, plain C-order NCHW."""
+    """(src, dst) descriptors, plain NCHW or NHWC (``geo.fmt``); oneDNN's workspace takes
+    dst's layout."""
     n, c = geo.shape[:2]
     dst = (n, c) + tuple(geo.out)
-    return (_Desc.of(lib, geo.shape, _c_order(geo.shape)), _Desc.of(lib, dst, _c_order(dst)))
+    return tuple(_Desc.of(lib, s, memory_formats.dense_strides(s, geo.fmt))
+                 for s in (geo.shape, dst))
 
 
 def _forward_pd(lib, engine, geo, alg, training):
@@ -140,28 +140,29 @@ def _build_backward(geo, alg):
 
 def _key(geo):
     return (tuple(geo.shape), tuple(geo.kernel), tuple(geo.stride), tuple(geo.pad),
-            tuple(geo.out))
+            tuple(geo.out), geo.fmt.name)
 
 
 def pool_forward(x, geo, alg, training):
-    """(y, argmax or None): pooling of float32 NCHW ``x`` with ``alg``
+    """(y, argmax or None): pooling of float32 (N, C, H, W) ``x`` with ``alg``
     (:func:`algorithm`); for max pooling in training, the argmax of each window (an
-    int8 offset in window order, the NumPy path's index) for :func:`pool_backward`."""
+    int8 offset in window order, the NumPy path's index) for :func:`pool_backward`.
+    Both in ``geo.fmt``."""
     n, c = geo.shape[:2]
-    y = np.empty((n, c) + tuple(geo.out), np.float32)
+    y = memory_formats.empty(np, (n, c) + tuple(geo.out), np.float32, geo.fmt)
     outs = {_ARG_DST: y}
     ws = None
     if _workspace(alg, training):
-        ws = outs[_ARG_WORKSPACE] = np.empty(y.shape, np.uint8)
+        ws = outs[_ARG_WORKSPACE] = memory_formats.empty(np, y.shape, np.uint8, geo.fmt)
     _run(("pool_fwd", _key(geo), alg, training), _build_forward(geo, alg, training),
          {_ARG_SRC: x}, outs)
     return y, None if ws is None else ws.view(np.int8)
 
 
 def pool_backward(g, geo, alg, argmax=None):
-    """gx (N, C, H, W) from the output gradient ``g``: spread over each window (average)
-    or routed to each window's ``argmax`` (max)."""
-    gx = np.empty(geo.shape, np.float32)
+    """gx (N, C, H, W), in ``geo.fmt``, from the output gradient ``g``: spread over each
+    window (average) or routed to each window's ``argmax`` (max)."""
+    gx = memory_formats.empty(np, geo.shape, np.float32, geo.fmt)
     ins = {_ARG_DIFF_DST: g}
     if argmax is not None:
         ins[_ARG_WORKSPACE] = argmax.view(np.uint8)

@@ -20,12 +20,14 @@ class Geom:
     -> y (N, O, Ho, Wo)`` (for a transposed conv: the conv it is the adjoint of)."""
 
     __slots__ = ("n", "c", "h", "w", "o", "kh", "kw", "groups", "stride", "dilation", "pad",
-                 "ho", "wo", "batch", "cl")
+                 "ho", "wo", "batch", "cl", "fmt")
     # batch: the whole batch's N. A kernel that picks its branch by the batch size reads
     # this, never ``n`` (which is a chunk's, under ``conv._by_images``), so that every
     # thread count computes the same way and gives the same bits.
     # cl: the conv goes channels-last by blocks (_conv_blocks) rather than by
     # (N, G, Kg, P) columns; set by ``conv._set_layout`` where the geometry is made.
+    # fmt: the memory format of the conv op's output and gradients
+    # (``conv._memory_format``), set by the op; the kernels here compute in C order.
 
     def padded_shape(self):
         t, b, left, r = self.pad

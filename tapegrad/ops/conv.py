@@ -49,6 +49,15 @@ needed. ``conv_transpose2d`` runs the same three kernels with the roles of
 forward and input gradient swapped (and saves its input ``x`` for the weight
 gradient).
 
+Memory format
+-------------
+As PyTorch on the CPU (``mkldnn_conv_use_channels_last``), a conv whose input or
+weight suggests channels_last (NHWC strides, :func:`memory_formats.suggested`) gives
+its output, input gradient and weight gradient channels-last, every other conv
+contiguous ones (:func:`_memory_format`, ``geo.fmt``). oneDNN runs such a conv on
+NHWC activations, no reorder; the NumPy kernels above compute in their own layouts
+and the results are copied into the format once.
+
 Double backward (``create_graph=True``)
 ---------------------------------------
 Both ops are twice differentiable. Under ``create_graph`` the gradients are
@@ -75,6 +84,7 @@ import copy
 
 from ..device import kernels, onednn, onednn_conv, pool
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
+from ..memory_formats import as_format, channels_last, contiguous_format, suggested
 from ..tape import Function
 from . import _conv_blocks, _conv_columns
 from ._windows import out_size, padding4, pair
@@ -119,6 +129,21 @@ def _check_common(op, x, w, b, groups, in_axis, out_axis):
         raise ShapeError(f"{op}: bias must have shape ({cout},) (one per output channel), "
                          f"got {describe(b)}; weight {describe(w)}")
     return cin, cout
+
+
+def _memory_format(x, w):
+    """The conv's memory format (of its output and its x and w gradients), PyTorch's
+    rule on the CPU: channels_last where x or w suggests it, else contiguous_format."""
+    return channels_last if channels_last in (suggested(x), suggested(w)) else \
+        contiguous_format
+
+
+def _laid_out(xp, geo, *arrays):
+    """The NumPy kernels' arrays (C order, or None) in the conv's format ``geo.fmt``: as
+    they are for contiguous_format, copied to NHWC order for channels_last."""
+    if geo.fmt is contiguous_format:
+        return arrays
+    return tuple(None if a is None else as_format(xp, a, geo.fmt) for a in arrays)
 
 
 # ------------------------------------------------ splitting over images
@@ -442,7 +467,7 @@ class _Conv(Function):
             gx, gw = cls.graph_grads(gy, ctx.saved_tensors, ctx.geo, nx, nw)
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
         saved, w = ctx.saved_tensors[:2]
-        gx, gw = cls.grads(ctx.xp, gy, saved, w, ctx.geo, nx, nw)
+        gx, gw = _laid_out(ctx.xp, ctx.geo, *cls.grads(ctx.xp, gy, saved, w, ctx.geo, nx, nw))
         return gx, gw, (_bias_grad(ctx.xp, gy) if nb else None)
 
 
@@ -455,6 +480,7 @@ class Conv2d(_Conv):
             raise ShapeError(f"conv2d: empty kernel in weight {describe(w)}")
         xp = ctx.xp
         geo = _conv_geom(op, x, w, stride, padding, dilation, groups, xp)
+        geo.fmt = _memory_format(x, w)
         nx, nw, _ = ctx.needs_input_grad
         if onednn.usable(xp, x, w, b) and _onednn_worth(geo):
             # oneDNN's direct convolution; backward takes x and w themselves (saved as
@@ -486,7 +512,7 @@ class Conv2d(_Conv):
         ctx.geo = geo
         # x only for a recorded weight gradient that x itself needs a gradient of
         ctx.save_for_backward(cols if nw else None, w if nx else None, x if nx and nw else None)
-        return y
+        return _laid_out(xp, geo, y)[0]
 
     @staticmethod
     def onednn_grads(ctx, gy, nx, nw, nb):
@@ -499,7 +525,8 @@ class Conv2d(_Conv):
             gx = _graph_input_grad(gy, w, geo) if nx else None
             gw = _graph_weight_grad(x, gy, geo) if nw else None
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
-        gy = ctx.xp.ascontiguousarray(gy)  # (a broadcast gradient has zero strides)
+        # in the conv's layout (a broadcast gradient has zero strides)
+        gy = as_format(ctx.xp, gy, geo.fmt)
         gx = onednn_conv.conv_backward_data(gy, w, geo) if nx else None
         gw, gb = onednn_conv.conv_backward_weights(x, gy, geo, nb) if nw else (None, None)
         if nb and gb is None:
@@ -590,6 +617,7 @@ class ConvTranspose2d(_Conv):
         geo.batch = n
         geo.stride, geo.dilation, geo.pad = (sh, sw), (dh, dw), (t, bt, left, r)
         geo.ho, geo.wo = h, wd
+        geo.fmt = _memory_format(x, w)
         xp = ctx.xp
         _set_layout(xp, geo)
         nx, nw, _ = ctx.needs_input_grad
@@ -603,7 +631,7 @@ class ConvTranspose2d(_Conv):
             return y
         y = xp.empty((n, cout, hout, wout), dtype=x.dtype)
         _input_grad_by_images(xp, x, w, geo, y, b)
-        return y
+        return _laid_out(xp, geo, y)[0]
 
     @staticmethod
     def onednn_grads(ctx, gy, nx, nw, nb):
@@ -615,7 +643,7 @@ class ConvTranspose2d(_Conv):
         if ctx._graph:
             gx, gw = ConvTranspose2d.graph_grads(gy, (x, w), geo, nx, nw)
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
-        gy = ctx.xp.ascontiguousarray(gy)  # (a broadcast gradient has zero strides)
+        gy = as_format(ctx.xp, gy, geo.fmt)  # (a broadcast gradient has zero strides)
         gx = onednn_conv.conv_forward(gy, w, None, geo) if nx else None
         gw = onednn_conv.conv_backward_weights(gy, x, geo, False)[0] if nw else None
         return gx, gw, (_bias_grad(ctx.xp, gy) if nb else None)

@@ -35,6 +35,12 @@ gather of a gradient from those positions (only the indices are kept; the
 positions do not move under a small change of ``x``, so nothing flows back to
 ``x``), and average pooling's spreading of each average back over its window
 and the average pooling itself.
+
+Memory format: as in PyTorch, the output, the saved argmax and the input gradient lie
+in the input's suggested format (``memory_formats.suggested``, ``geo.fmt``): NHWC
+for a channels-last input. The NumPy path makes its buffers in that order (so its
+passes run over the same layout as the input) and copies a result that is not dense
+in it (a view of a padded buffer) once; oneDNN runs on NHWC descriptors.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ import numpy as np
 from ..args import check_float, padding4, pair, raw
 from ..device import kernels, onednn, onednn_pool, pool
 from ..errors import ArgumentError, ShapeError, describe
+from ..memory_formats import as_format, contiguous_format, suggested
+from ..memory_formats import empty as empty_in
 from ..tape import Function
 from . import _cuda_pool
 from ._windows import out_size, sliding_windows
@@ -54,7 +62,7 @@ __all__ = ["max_pool2d", "avg_pool2d"]
 class _Geometry:
     """Everything about one pooling call that is not an array."""
 
-    __slots__ = ("shape", "kernel", "stride", "pad", "out", "buf", "fast")
+    __slots__ = ("shape", "kernel", "stride", "pad", "out", "buf", "fast", "fmt")
 
     def __init__(self, op, x, kernel_size, stride, padding, ceil_mode):
         if getattr(x, "ndim", None) != 4:
@@ -80,12 +88,34 @@ class _Geometry:
         # non-overlapping windows that tile (a crop of) the input: reshapes only
         self.fast = (sh, sw) == (kh, kw) and pt == pb == pl == pr == 0 and \
             ho * kh <= h and wo * kw <= w
+        self.fmt = suggested(x)  # of the output, argmax and input gradient
+
+    def empty(self, xp, shape, dtype, fill=None):
+        """An (N, C, ., .) array laid out in the input's format, uninitialised or filled
+        with ``fill`` (``xp.empty`` / ``xp.full`` themselves in contiguous format)."""
+        if self.fmt is contiguous_format:
+            return xp.empty(shape, dtype=dtype) if fill is None else xp.full(shape, fill, dtype)
+        out = empty_in(xp, shape, dtype, self.fmt)
+        if fill is not None:
+            out[...] = fill
+        return out
+
+    def zeros(self, xp, shape, dtype):
+        """The same, zeroed (``xp.zeros`` itself in contiguous format)."""
+        if self.fmt is contiguous_format:
+            return xp.zeros(shape, dtype=dtype)
+        return self.empty(xp, shape, dtype, 0)
+
+    def laid_out(self, xp, a):
+        """A result ``a`` in the input's format: as it is for contiguous_format (views of
+        padded buffers included), else copied where it is not dense in NHWC order."""
+        return a if self.fmt is contiguous_format else as_format(xp, a, self.fmt)
 
     def padded(self, xp, x, fill):
         """``x`` inside a buffer of ``fill`` covering every window."""
         n, c, h, w = x.shape
         pt, _, pl, _ = self.pad
-        out = xp.full((n, c) + self.buf, fill, dtype=x.dtype)
+        out = self.empty(xp, (n, c) + self.buf, x.dtype, fill)
         out[:, :, pt:pt + h, pl:pl + w] = x
         return out
 
@@ -108,7 +138,7 @@ class _Geometry:
         g = gt.reshape(n, c, ho * kh, wo * kw)  # (N, C, Ho, kh, Wo, kw) -> (N, C, Ho*kh, Wo*kw)
         if (ho * kh, wo * kw) == (h, w):
             return g
-        out = xp.zeros(self.shape, dtype=g.dtype)
+        out = self.zeros(xp, self.shape, g.dtype)
         out[:, :, :ho * kh, :wo * kw] = g
         return out
 
@@ -206,8 +236,8 @@ class MaxPool2d(Function):
                 ctx.save_for_backward(idx)
             return best
         n, c = x.shape[:2]
-        best = xp.empty((n, c) + geo.out, dtype=x.dtype)
-        idx = xp.zeros(best.shape, dtype=index_dtype(xp, kh * kw)) if need else None
+        best = geo.empty(xp, (n, c) + geo.out, x.dtype)
+        idx = geo.zeros(xp, best.shape, index_dtype(xp, kh * kw)) if need else None
 
         def part(lo, hi):  # images lo..hi: a running max over the kernel offsets
             b, ix = best[lo:hi], None if idx is None else idx[lo:hi]
@@ -238,7 +268,7 @@ class MaxPool2d(Function):
         if ctx._graph:
             return _MaxScatter.apply(g, idx, ctx.geo), None
         if _onednn_backward(ctx, g):
-            return onednn_pool.pool_backward(np.ascontiguousarray(g), ctx.geo, ctx.onednn,
+            return onednn_pool.pool_backward(as_format(np, g, ctx.geo.fmt), ctx.geo, ctx.onednn,
                                              idx), None
         return _max_scatter(ctx.xp, g, idx, ctx.geo), None
 
@@ -288,17 +318,17 @@ def _max_scatter(xp, g, idx, geo):
                 routed(g[lo:hi], idx[lo:hi], k, gt[lo:hi, :, :, i, :, j])
 
         pool.parallel(n, part, work, xp)
-        return geo.untile(xp, gt)
-    gbuf = xp.zeros((n, c) + geo.buf, dtype=g.dtype)
+        return geo.laid_out(xp, geo.untile(xp, gt))
+    gbuf = geo.zeros(xp, (n, c) + geo.buf, g.dtype)
 
     def part(lo, hi):
-        tmp = xp.empty((hi - lo, c, ho, wo), dtype=g.dtype)
+        tmp = geo.empty(xp, (hi - lo, c, ho, wo), g.dtype)
         for k in range(kh * kw):
             gbuf[lo:hi][geo.offset_slices(*divmod(k, kw))] += routed(g[lo:hi], idx[lo:hi], k,
                                                                      tmp)
 
     pool.parallel(n, part, work, xp)
-    return geo.unpad(gbuf)
+    return geo.laid_out(xp, geo.unpad(gbuf))
 
 
 def _max_gather(xp, gg, idx, geo):
@@ -312,7 +342,8 @@ def _max_gather(xp, gg, idx, geo):
     else:
         win = geo.windows(xp, gg, 0)  # (N, C, Ho, Wo, kh, kw); no argmax is in the padding
         at = lambda i, j: win[:, :, :, :, i, j]  # (N, C, Ho, Wo)
-    out = at(0, 0).copy()
+    out = geo.empty(xp, idx.shape, gg.dtype)
+    out[...] = at(0, 0)
     for k in range(1, kh * kw):
         xp.copyto(out, at(*divmod(k, kw)), where=idx == k)
     return out
@@ -355,9 +386,10 @@ def _avg_forward(xp, x, geo, inv):
     kh, kw = geo.kernel
     if geo.fast:
         # (N, C, Ho, kh, Wo, kw) -> (N, C, Ho, Wo)
-        return geo.tiles(x).sum(axis=(3, 5)) * inv
+        return geo.laid_out(xp, geo.tiles(x).sum(axis=(3, 5)) * inv)
     win = geo.windows(xp, x, 0)  # (N, C, Ho, Wo, kh, kw)
-    acc = win[:, :, :, :, 0, 0].copy()
+    acc = geo.empty(xp, win.shape[:4], x.dtype)
+    acc[...] = win[:, :, :, :, 0, 0]
     for k in range(1, kh * kw):
         acc += win[:, :, :, :, k // kw, k % kw]
     acc *= inv
@@ -373,11 +405,11 @@ def _avg_backward(xp, g, geo, inv):
     if geo.fast:
         # (N, C, Ho, Wo) -> (N, C, Ho, 1, Wo, 1) -> (N, C, Ho, kh, Wo, kw)
         gt = xp.broadcast_to(gs[:, :, :, None, :, None], (n, c, ho, kh, wo, kw))
-        return geo.untile(xp, xp.ascontiguousarray(gt))
-    gbuf = xp.zeros((n, c) + geo.buf, dtype=gs.dtype)
+        return geo.laid_out(xp, geo.untile(xp, xp.ascontiguousarray(gt)))
+    gbuf = geo.zeros(xp, (n, c) + geo.buf, gs.dtype)
     for k in range(kh * kw):
         gbuf[geo.offset_slices(k // kw, k % kw)] += gs
-    return geo.unpad(gbuf)
+    return geo.laid_out(xp, geo.unpad(gbuf))
 
 
 def _inverse_divisor(xp, geo, count_include_pad, dtype):
@@ -403,7 +435,8 @@ class AvgPool2d(Function):
         if ctx._graph:
             return _AvgPoolAdjoint.apply(g, ctx.geo, ctx.count_include_pad), None
         if _onednn_backward(ctx, g):
-            return onednn_pool.pool_backward(np.ascontiguousarray(g), ctx.geo, ctx.onednn), None
+            return onednn_pool.pool_backward(as_format(np, g, ctx.geo.fmt), ctx.geo,
+                                             ctx.onednn), None
         inv = _inverse_divisor(ctx.xp, ctx.geo, ctx.count_include_pad, g.dtype)  # (Ho, Wo)
         return _avg_backward(ctx.xp, g, ctx.geo, inv), None
 
