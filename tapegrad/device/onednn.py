@@ -1,10 +1,11 @@
 """A small binding of oneDNN (the library behind PyTorch's and Chainer's CPU layers)
-for the host's float32 convolutions and pooling: ctypes on ``libdnnl.so.3`` from the
-optional ``onednn-cpu-gomp`` wheel (``pip install 'tapegrad[onednn]'``).
+for the host's float32 convolutions, pooling and (channels-last) batch norm: ctypes on
+``libdnnl.so.3`` from the optional ``onednn-cpu-gomp`` wheel
+(``pip install 'tapegrad[onednn]'``).
 
-Nothing of ctypes leaves this module and its two families, :mod:`.onednn_conv` and
-:mod:`.onednn_pool`. An op asks a family for a primitive by what it computes
-(``onednn_conv.conv_forward(x, w, b, geo)``, ``onednn_pool.pool_forward(...)``) on
+Nothing of ctypes leaves this module and its three families, :mod:`.onednn_conv`,
+:mod:`.onednn_pool` and :mod:`.onednn_norm`. An op asks a family for a primitive by what
+it computes (``onednn_conv.conv_forward(x, w, b, geo)``, ``onednn_pool.pool_forward(...)``) on
 NumPy arrays and gets arrays back; this module keeps the engine and stream, builds
 memory descriptors from the arrays' own shapes and strides (no copy for any strided
 layout oneDNN takes), lets oneDNN choose its blocked layouts for the weights and
@@ -50,6 +51,11 @@ _POOL_MAX, _POOL_AVG_INCLUDE, _POOL_AVG_EXCLUDE = 0x1FF, 0x2FF, 0x3FF  # dnnl_po
 _Q_EXEC_ARG_MD = 255  # dnnl_query_exec_arg_md: the descriptor of an execute argument
 _ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS, _ARG_WORKSPACE = 1, 17, 33, 41, 64
 _ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS, _ARG_DIFF_BIAS = 129, 145, 161, 169
+_ARG_MEAN, _ARG_VARIANCE, _ARG_SCALE, _ARG_SHIFT = 49, 50, 51, 52  # normalization's
+_ARG_DIFF_SCALE, _ARG_DIFF_SHIFT = 255, 256
+_BACKWARD = 128  # dnnl_backward: data and weights (a normalization's scale and shift)
+# dnnl_normalization_flags_t
+_USE_GLOBAL_STATS, _USE_SCALE, _USE_SHIFT = 0x1, 0x2, 0x4
 _MAX_NDIMS = 12
 _Dims = ctypes.c_int64 * _MAX_NDIMS
 _p = ctypes.c_void_p
@@ -158,6 +164,10 @@ def _declare(lib):
         "dnnl_pooling_backward_primitive_desc_create": (
             c.c_int, [c.POINTER(_p), _p, c.c_int, _p, _p, _Dims, _Dims, _Dims, _Dims, _Dims, _p,
                       _p]),
+        "dnnl_batch_normalization_forward_primitive_desc_create": (
+            c.c_int, [c.POINTER(_p), _p, c.c_int, _p, _p, c.c_float, c.c_uint, _p]),
+        "dnnl_batch_normalization_backward_primitive_desc_create": (
+            c.c_int, [c.POINTER(_p), _p, c.c_int, _p, _p, _p, c.c_float, c.c_uint, _p, _p]),
         "dnnl_convolution_forward_primitive_desc_create": (
             c.c_int, [c.POINTER(_p), _p, c.c_int, c.c_int, _p, _p, _p, _p, _Dims, _Dims, _Dims,
                       _Dims, _p]),

@@ -37,8 +37,9 @@ import numbers
 
 import numpy as np
 
+from .. import memory_formats
 from ..args import check_float, raw, torch_names
-from ..device import pool
+from ..device import onednn, onednn_norm, pool
 from ..dtypes import downcast, upcast
 from ..errors import ArgumentError, DeviceError, DTypeError, ShapeError, describe
 from ..tape import Function
@@ -199,6 +200,10 @@ class BatchNorm(Function):
         xp = ctx.xp
         n, c, ln = _dims(x.shape)
         m = n * ln
+        ctx.fmt = memory_formats.suggested(x)  # y and dx keep a channels-last x's layout
+        if _onednn_takes(xp, x, weight, bias, ctx.fmt):
+            return _onednn_forward(ctx, x, weight, bias, running_mean, running_var, training,
+                                   momentum, eps)
         x_in, x = x, upcast(x)
         x2 = x.reshape(n, c * ln)  # (N, C, *) -> (N, C*L)
         # no values per channel (N = 0 or an empty spatial axis): no batch statistics, and
@@ -256,11 +261,13 @@ class BatchNorm(Function):
         ctx.eps = eps
         ctx.save_for_backward(x_in if (nw or (nx and training)) else None, mean, delta, invstd,
                               scale if nx else None, w_in if nx else None)
-        return y.reshape(x.shape)  # (N, C*L) -> (N, C, *)
+        return memory_formats.as_format(xp, y.reshape(x.shape), ctx.fmt)  # (N, C*L) -> (N, C, *)
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
+        if getattr(ctx, "onednn", False):
+            return _onednn_backward(ctx, g)
         x, mean, delta, invstd, scale, weight = ctx.saved_tensors
         if ctx._graph:
             return _batch_norm_graph(ctx, g, x, weight, mean, invstd)
@@ -296,8 +303,45 @@ class BatchNorm(Function):
             else:  # statistics are constants: just the affine map
                 gx = xp.empty_like(g2)
                 _by_samples(xp, g2, dims, _affine(xp, gx, _row(xp, scale, ln), None, src=g2))
-            gx = gx.reshape(ctx.shape)  # (N, C*L) -> (N, C, *)
+            gx = memory_formats.as_format(xp, gx.reshape(ctx.shape), ctx.fmt)  # (N, C, *)
         return gx, (gw if nw else None), (gb if nb else None)
+
+
+def _onednn_takes(xp, x, weight, bias, fmt):
+    """Whether batch norm runs on oneDNN (device/onednn_norm.py): float32 on the host,
+    ``x`` (N, C, H, W) dense channels-last and not empty, the affine part whole or
+    absent."""
+    return (fmt is memory_formats.channels_last and x.size > 0
+            and memory_formats.is_strided_as(x, fmt) and (weight is None) == (bias is None)
+            and onednn.usable(xp, x, weight, bias))
+
+
+def _onednn_forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """BatchNorm.forward on oneDNN: y in x's layout; saves x, the statistics and the
+    weight (what oneDNN's backward reads)."""
+    m = x.size // x.shape[1]
+    if training:
+        y, mean, var = onednn_norm.bn_forward(x, weight, bias, eps, True)
+        if running_mean is not None:
+            _ema(running_mean, mean, momentum)
+            _ema(running_var, var * (m / (m - 1)), momentum)  # unbiased
+    else:
+        mean, var = (np.ascontiguousarray(t.array, np.float32) for t in (running_mean, running_var))
+        y = onednn_norm.bn_forward(x, weight, bias, eps, False, mean, var)[0]
+    ctx.training, ctx.shape, ctx.eps, ctx.onednn = training, x.shape, eps, True
+    ctx.save_for_backward(x, mean, var, 1 / np.sqrt(var + eps), weight)
+    return y
+
+
+def _onednn_backward(ctx, g):
+    x, mean, var, invstd, weight = ctx.saved_tensors
+    if ctx._graph:
+        return _batch_norm_graph(ctx, g, x, weight, mean, invstd)
+    nx, nw, nb = ctx.needs_input_grad
+    g = memory_formats.as_format(np, g, ctx.fmt)  # x's layout (a broadcast g: copied)
+    gx, gw, gb = onednn_norm.bn_backward(g, x, weight, mean, var, ctx.eps, ctx.training,
+                                         nw or nb)
+    return (gx if nx else None), (gw if nw else None), (gb if nb else None)
 
 
 def _batch_norm_graph(ctx, g, x, weight, mean, invstd):
