@@ -6,7 +6,9 @@ path (``tapegrad.backends.onednn`` off), its oneDNN path (on, where installed: t
 that have no oneDNN kernel run the NumPy path there too) and PyTorch, in the same
 process, at each thread count of ``--threads`` (``tapegrad.set_num_threads`` and
 ``torch.set_num_threads``), in ``--blocks`` alternating blocks of ``--repeats``
-calls each (every path once per block, so all see the same background load). It
+calls each (every path once per block, so all see the same background load). Rows
+named "(channels_last)" give both libraries channels-last inputs and conv weights
+(``model.to(memory_format=torch.channels_last)``; tapegrad: NHWC-strided arrays). It
 prints medians and mins (ms) and each path's ratio to PyTorch by median; ``roof`` is
 the conv rows' fwd+bwd FLOPs (3 x 2 x MACs) per second on the oneDNN path as a % of a
 large SGEMM's rate at that thread count (NumPy's BLAS, measured in the same run: the
@@ -33,7 +35,7 @@ import time
 import numpy as np
 
 import tapegrad as tg
-from tapegrad import ops
+from tapegrad import memory_formats, ops
 
 # (label, N, C, H, O, k, pad): LeNet's, VGG-small's and CIFAR nets' shapes
 CONVS = [
@@ -46,6 +48,22 @@ CONVS = [
     ("conv 32x16x32 -> 16 k3 p1", 32, 16, 32, 16, 3, 1),
     ("conv 32x128x8 -> 128 k3 p1", 32, 128, 8, 128, 3, 1),
 ]
+
+# (label, input shape, tapegrad's op, torch's op on torch.nn.functional)
+POOLS = [
+    ("max_pool2d 2x2 64x20x24x24", (64, 20, 24, 24), lambda x: ops.max_pool2d(x, 2),
+     lambda F, x: F.max_pool2d(x, 2)),
+    ("max_pool2d 3s2 ceil 32x64x32x32", (32, 64, 32, 32),
+     lambda x: ops.max_pool2d(x, 3, 2, ceil_mode=True),
+     lambda F, x: F.max_pool2d(x, 3, 2, ceil_mode=True)),
+    ("avg_pool2d 3s2p1 32x64x32x32", (32, 64, 32, 32), lambda x: ops.avg_pool2d(x, 3, 2, 1),
+     lambda F, x: F.avg_pool2d(x, 3, 2, 1)),
+]
+
+# the rows also run on channels-last inputs and weights
+CHANNELS_LAST = ("conv 64x20x12 -> 50 k5", "conv 32x32x32 -> 32 k3 p1",
+                 "conv 32x64x16 -> 64 k3 p1", "max_pool2d 3s2 ceil 32x64x32x32",
+                 "avg_pool2d 3s2p1 32x64x32x32")
 
 
 def _machine():
@@ -107,14 +125,20 @@ def _time_pair(ours, theirs, repeats, sync_ours, sync_theirs, rounds=3):
 # Each case returns (tapegrad_run, torch_run or None); a run does fwd+bwd.
 
 
-def _tg(shape, rng, device, requires_grad=True):
-    return tg.tensor(rng.standard_normal(shape).astype(np.float32), device=device,
-                     requires_grad=requires_grad)
+def _tg(shape, rng, device, requires_grad=True, channels_last=False):
+    a = rng.standard_normal(shape).astype(np.float32)
+    if channels_last and len(shape) == 4:
+        a = memory_formats.as_format(np, a, memory_formats.channels_last)
+    return tg.tensor(a, device=device, requires_grad=requires_grad)
 
 
 def _th(torch, a, dev, requires_grad=True):
-    return torch.tensor(np.asarray(a.array.get() if hasattr(a.array, "get") else a.array),
-                        device=dev, requires_grad=requires_grad)
+    """A torch leaf with ``a``'s values, channels-last where ``a``'s array suggests it."""
+    t = torch.tensor(np.asarray(a.array.get() if hasattr(a.array, "get") else a.array),
+                     device=dev)
+    if memory_formats.suggested(a.array) is memory_formats.channels_last:
+        t = t.contiguous(memory_format=torch.channels_last)
+    return t.requires_grad_(requires_grad)
 
 
 def _fwd_bwd_tg(fn, leaves):
@@ -135,10 +159,10 @@ def _fwd_bwd_torch(torch, fn, leaves):
     return run
 
 
-def _one_input(shape, ours, theirs):
+def _one_input(shape, ours, theirs, channels_last=False):
     """A case of one input tensor: ``ours(x)`` on tapegrad, ``theirs(F, x)`` on torch."""
     def case(rng, device, torch, tdev):
-        x = _tg(shape, rng, device)
+        x = _tg(shape, rng, device, channels_last=channels_last)
         tx = None if torch is None else _th(torch, x, tdev)
         return (_fwd_bwd_tg(lambda: ours(x), (x,)),
                 None if torch is None else
@@ -146,10 +170,11 @@ def _one_input(shape, ours, theirs):
     return case
 
 
-def case_conv(n, c, h, o, k, pad):
+def case_conv(n, c, h, o, k, pad, channels_last=False):
     def case(rng, device, torch, tdev):
-        x, w, b = _tg((n, c, h, h), rng, device), _tg((o, c, k, k), rng, device), \
-            _tg((o,), rng, device)
+        x, w = (_tg(s, rng, device, channels_last=channels_last)
+                for s in ((n, c, h, h), (o, c, k, k)))
+        b = _tg((o,), rng, device)
         ours = _fwd_bwd_tg(lambda: ops.conv2d(x, w, b, padding=pad), (x, w, b))
         theirs = None
         if torch is not None:
@@ -167,11 +192,11 @@ def _conv_flops(n, c, h, o, k, pad):
     return 3 * 2 * n * o * ho * ho * c * k * k
 
 
-def case_bn(training):
+def case_bn(training, channels_last=False):
     def case(rng, device, torch, tdev):
         c = 32
-        x, w, b = _tg((32, c, 32, 32), rng, device), _tg((c,), rng, device), \
-            _tg((c,), rng, device)
+        x, w, b = _tg((32, c, 32, 32), rng, device, channels_last=channels_last), \
+            _tg((c,), rng, device), _tg((c,), rng, device)
         xp = x.device.xp
         rm = tg.tensor(xp.zeros(c, np.float32), device=device)
         rv = tg.tensor(xp.ones(c, np.float32), device=device)
@@ -204,18 +229,16 @@ def case_xent(rng, device, torch, tdev):
 def rows():
     """(label, case, conv FLOPs or None) of every row."""
     out = [(label, case_conv(*a), _conv_flops(*a)) for label, *a in CONVS]
+    out += [(label, _one_input(*a), None) for label, *a in POOLS]
+    out += [(f"{label} (channels_last)", case_conv(*a, channels_last=True), _conv_flops(*a))
+            for label, *a in CONVS if label in CHANNELS_LAST]
+    out += [(f"{label} (channels_last)", _one_input(*a, channels_last=True), None)
+            for label, *a in POOLS if label in CHANNELS_LAST]
     out += [
-        ("max_pool2d 2x2 64x20x24x24", _one_input(
-            (64, 20, 24, 24), lambda x: ops.max_pool2d(x, 2), lambda F, x: F.max_pool2d(x, 2)),
-         None),
-        ("max_pool2d 3s2 ceil 32x64x32x32", _one_input(
-            (32, 64, 32, 32), lambda x: ops.max_pool2d(x, 3, 2, ceil_mode=True),
-            lambda F, x: F.max_pool2d(x, 3, 2, ceil_mode=True)), None),
-        ("avg_pool2d 3s2p1 32x64x32x32", _one_input(
-            (32, 64, 32, 32), lambda x: ops.avg_pool2d(x, 3, 2, 1),
-            lambda F, x: F.avg_pool2d(x, 3, 2, 1)), None),
         ("batch_norm train 32x32x32x32", case_bn(True), None),
         ("batch_norm eval 32x32x32x32", case_bn(False), None),
+        ("batch_norm train 32x32x32x32 (channels_last)", case_bn(True, True), None),
+        ("batch_norm eval 32x32x32x32 (channels_last)", case_bn(False, True), None),
         ("lrn 5 32x64x32x32", _one_input(
             (32, 64, 32, 32), lambda x: ops.local_response_norm(x, 5),
             lambda F, x: F.local_response_norm(x, 5)), None),
@@ -328,6 +351,7 @@ def main():
     print(f"load average before the run: {os.getloadavg()[0]:.2f} "
           "(other processes on these cores skew every column)")
     names = [n for n, _ in paths] + (["torch"] if torch is not None else [])
+    width = max(len(label) for label, _, _ in rows())
     for threads in (int(t) for t in args.threads.split(",")):
         tg.set_num_threads(threads)
         if torch is not None:
@@ -337,7 +361,7 @@ def main():
                                           else ""))
         head = " ".join(f"{n + ' ms':>17s}" for n in names)
         ratios = " ".join(f"{n[:6] + '/t':>9s}" for n, _ in paths) if torch is not None else ""
-        print(f"{'layer (ms: median [min])':33s} {head}  {ratios}"
+        print(f"{'layer (ms: median [min])':{width}s} {head}  {ratios}"
               + ("  roof%" if roof else ""))
         rng = np.random.default_rng(0)
         for label, make, flops in rows():
@@ -347,7 +371,7 @@ def main():
             runs = [_under(ours, on) for _, on in paths] + ([theirs] if theirs else [])
             res = _time_paths(runs, args.blocks, args.repeats, sync)
             cells = " ".join(f"{med:8.3f} [{mn:6.3f}]" for med, mn in res)
-            line = f"{label:33s} {cells}"
+            line = f"{label:{width}s} {cells}"
             if theirs is not None:
                 line += "  " + " ".join(f"{res[i][0] / res[-1][0]:9.2f}"
                                         for i in range(len(paths)))

@@ -19,6 +19,12 @@ layer's buffer: its im2col columns, or a padded NHWC copy of its input).
 
     python benchmarks/bench_train.py [--steps 21] [--warmup 3] [--nets lenet,vgg-small,...]
                                      [--device cpu|cuda] [--batch N] [--threads 1,2] [--profile]
+                                     [--memory-format contiguous_format|channels_last]
+
+``--memory-format channels_last`` runs both frameworks' models and inputs channels-last
+(PyTorch's recipe: ``model.to(memory_format=...)``, ``x.contiguous(memory_format=...)``):
+oneDNN's convolutions, pooling and batch norm then read and write NHWC arrays with no
+reorder between layers.
 
 On ``--device cuda`` both nets run at batch 256 (``--batch`` overrides; on the
 CPU the batches above stay the default), PyTorch runs on CUDA in the same
@@ -185,7 +191,7 @@ class _Step:
 
 
 class TapegradStep(_Step):
-    def __init__(self, spec, batch, in_shape, device):
+    def __init__(self, spec, batch, in_shape, device, fmt="contiguous_format"):
         from tapegrad import nn, optim
 
         tg.manual_seed(0)
@@ -197,6 +203,9 @@ class TapegradStep(_Step):
         rng = np.random.default_rng(0)
         self.x = tg.tensor(rng.standard_normal((batch, *in_shape), dtype=np.float32),
                            device=self.device)
+        if fmt != "contiguous_format":  # PyTorch's recipe: the model and its input
+            self.model.to(memory_format=getattr(tg, fmt))
+            self.x = self.x.contiguous(memory_format=getattr(tg, fmt))
         self.y = tg.tensor(rng.integers(0, N_CLASSES, batch), device=self.device)
 
     def sync(self):
@@ -247,7 +256,7 @@ class TapegradStep(_Step):
 
 
 class TorchStep(_Step):
-    def __init__(self, spec, batch, in_shape, device):
+    def __init__(self, spec, batch, in_shape, device, fmt="contiguous_format"):
         import torch
 
         torch.manual_seed(0)
@@ -260,6 +269,9 @@ class TorchStep(_Step):
         rng = np.random.default_rng(0)
         self.x = torch.from_numpy(rng.standard_normal((batch, *in_shape),
                                                       dtype=np.float32)).to(self.device)
+        if fmt != "contiguous_format":
+            self.model.to(memory_format=getattr(torch, fmt))
+            self.x = self.x.contiguous(memory_format=getattr(torch, fmt))
         self.y = torch.from_numpy(rng.integers(0, N_CLASSES, batch)).to(self.device)
 
     def sync(self):
@@ -345,6 +357,10 @@ def main(argv=None):
                     help="thread counts, comma-separated (tapegrad.set_num_threads and "
                          "torch.set_num_threads); default: tapegrad's (the cores available)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+    ap.add_argument("--memory-format", default="contiguous_format",
+                    choices=("contiguous_format", "channels_last"),
+                    help="the models' and inputs' memory format, tapegrad's and torch's alike "
+                         "(model.to(memory_format=...), x.contiguous(memory_format=...))")
     ap.add_argument("--profile", action="store_true",
                     help="also print a cProfile of the tapegrad steps (by own time)")
     args = ap.parse_args(argv)
@@ -372,7 +388,8 @@ def main(argv=None):
           f"{platform.python_version()}, numpy {np.__version__} ({_blas()}), threads "
           f"{','.join(map(str, counts))} (tapegrad.set_num_threads and torch.set_num_threads; "
           f"BLAS 1 per call), torch {torch.__version__ if torch else 'not installed'}; "
-          f"device {dev}; tapegrad CPU layers: {tg.backends.onednn.describe()}")
+          f"device {dev}; tapegrad CPU layers: {tg.backends.onednn.describe()}; memory "
+          f"format {args.memory_format}")
     if dev == "cuda":
         print(f"GPU: {_gpu_name()}")
     print(f"load average before the run: {os.getloadavg()[0]:.2f} (other processes skew "
@@ -385,14 +402,14 @@ def main(argv=None):
         _run_nets(nets, args, dev, torch)
 
 
-def _paths(spec, batch, in_shape, dev):
+def _paths(spec, batch, in_shape, dev, fmt):
     """The tapegrad steppers: on the CPU its NumPy path and (where installed) its oneDNN
     path, each a model of its own from the same seed; on cuda the one path."""
     if dev != "cpu":
-        return {"tapegrad": TapegradStep(spec, batch, in_shape, dev)}
-    out = {"numpy": Switched(TapegradStep(spec, batch, in_shape, dev), False)}
+        return {"tapegrad": TapegradStep(spec, batch, in_shape, dev, fmt)}
+    out = {"numpy": Switched(TapegradStep(spec, batch, in_shape, dev, fmt), False)}
     if tg.backends.onednn.is_available():
-        out["onednn"] = Switched(TapegradStep(spec, batch, in_shape, dev), True)
+        out["onednn"] = Switched(TapegradStep(spec, batch, in_shape, dev, fmt), True)
     return out
 
 
@@ -405,10 +422,10 @@ def _run_nets(nets, args, dev, torch):
         if name not in FIXED_BATCH:
             batch = args.batch or (GPU_BATCH if dev == "cuda" else batch)
         flops, needed, im2col = analyse(spec, batch, in_shape)
-        steppers = _paths(spec, batch, in_shape, dev)
+        steppers = _paths(spec, batch, in_shape, dev, args.memory_format)
         ours = list(steppers.values())[-1]  # the default path (oneDNN where installed)
         if torch is not None:
-            steppers["torch"] = TorchStep(spec, batch, in_shape, dev)
+            steppers["torch"] = TorchStep(spec, batch, in_shape, dev, args.memory_format)
         timed = time_steps(steppers, args.steps, args.warmup)
         with tg.backends.onednn.flags(enabled=getattr(ours, "on", False)):
             step = getattr(ours, "step", ours)
