@@ -348,7 +348,7 @@ def _accumulate_leaf_locked(t, g, create_graph):
         # and not C-ordered (a channels-last conv weight), else C order
         a = t.array
         if a.flags.c_contiguous or not dense(a):
-            data = pool.copy(g) if g.dtype == t.dtype else None
+            data = pool.copy(g) if g.dtype == t.dtype and g.flags.c_contiguous else None
             if data is None:
                 data = t.device.xp.array(g, dtype=t.dtype, order="C")
         else:

@@ -243,15 +243,25 @@ STREAM_ROW = 4096
 
 
 def streamed(fn, out, *arrays, passes: int = 1) -> bool:
-    """``fn(out_part, *parts)`` over C-contiguous NumPy arrays of ``out``'s shape, each
-    cut into (r, STREAM_ROW) blocks of its flat data (and a 1-D tail), the blocks split
-    across the pool (``passes`` streaming passes per element). Elementwise ``fn`` only:
-    a part is any piece of the flat data. Returns False, having done nothing, when an
-    array is of another type or layout (the caller then runs its plain expression)."""
-    for a in (out, *arrays):
-        if type(a) is not np.ndarray or not a.flags.c_contiguous or a.shape != out.shape:
+    """``fn(out_part, *parts)`` over NumPy arrays of ``out``'s shape, C-contiguous or all
+    dense in one layout (a channels-last activation, its gradient and ReLU's output), each
+    cut into (r, STREAM_ROW) blocks of its flat data in memory order (and a 1-D tail), the
+    blocks split across the pool (``passes`` streaming passes per element). Elementwise
+    ``fn`` only: a part is any piece of the flat data. Returns False, having done nothing,
+    when an array is of another type or layout (the caller then runs its plain
+    expression)."""
+    every = (out, *arrays)
+    if any(type(a) is not np.ndarray or a.shape != out.shape for a in every):
+        return False
+    if all(a.flags.c_contiguous for a in every):
+        flat = [a.reshape(-1) for a in every]
+    else:  # one layout: the axes in memory order give C-contiguous views
+        order = sorted(range(out.ndim), key=lambda d: -abs(out.strides[d]))
+        flat = [a.transpose(order) for a in every]
+        if any(a.strides != out.strides or not f.flags.c_contiguous
+               for a, f in zip(every, flat)):
             return False
-    flat = [a.reshape(-1) for a in (out, *arrays)]
+        flat = [f.reshape(-1) for f in flat]
     rows, tail = divmod(out.size, STREAM_ROW)
     if rows:
         blocks = [f[:rows * STREAM_ROW].reshape(rows, STREAM_ROW) for f in flat]
@@ -263,11 +273,10 @@ def streamed(fn, out, *arrays, passes: int = 1) -> bool:
 
 
 def copy(a):
-    """A copy of ``a`` split across the pool, where ``a`` is a C-contiguous NumPy array
-    (a leaf's first gradient copied into ``.grad``: 4 MB float32 0.41 -> 0.27 ms at 2
-    threads); None for other arrays."""
-    if type(a) is not np.ndarray or not a.flags.c_contiguous:
+    """A copy of ``a`` in its layout split across the pool, where ``a`` is a NumPy array
+    that :func:`streamed` takes (a leaf's first gradient copied into ``.grad``: 4 MB
+    float32 0.41 -> 0.27 ms at 2 threads); None for other arrays."""
+    if type(a) is not np.ndarray:
         return None
-    out = np.empty_like(a)
-    streamed(np.copyto, out, a)
-    return out
+    out = np.empty_like(a)  # a's layout where a is dense (order K)
+    return out if streamed(np.copyto, out, a) else None

@@ -368,10 +368,30 @@ def test_relu_is_bitwise_equal_at_every_thread_count_and_to_maximum(two_threads,
 
 def test_streamed_leaves_other_layouts_to_the_caller():
     a = np.ones((4, 6), np.float32)
-    assert not pool.streamed(lambda o, x: None, a, a.T)  # not C-contiguous
+    assert not pool.streamed(lambda o, x: None, a, a.T)  # another shape
     assert not pool.streamed(lambda o, x: None, a, a[:2])  # another shape
+    sq = np.ones((6, 6), np.float32)
+    assert not pool.streamed(lambda o, x: None, sq, np.ones_like(sq).T)  # mixed layouts
+    assert not pool.streamed(lambda o, x: None, sq[:, ::2], sq[:, ::2])  # not dense
     out = np.empty_like(a)
     assert pool.streamed(lambda o, x: np.negative(x, out=o), out, a) and (out == -1).all()
+
+
+def test_streamed_runs_on_one_shared_layout(two_threads, monkeypatch):
+    """Arrays dense in one layout other than C order (channels-last activations and their
+    gradients) stream over their memory, split as C-ordered ones are."""
+    splits = []
+    run = pool._Pool.run
+    monkeypatch.setattr(pool._Pool, "run",
+                        lambda self, f, spans: (splits.append(len(spans)), run(self, f, spans)))
+    x = np.random.default_rng(0).standard_normal((4, 2 * pool.STREAM_ROW // 16, 4, 4))
+    x = np.ascontiguousarray(x.astype(np.float32).transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    out = np.empty_like(x)
+    assert out.strides == x.strides
+    assert pool.streamed(lambda o, a: np.negative(a, out=o), out, x) and splits
+    np.testing.assert_array_equal(out, -x)
+    c = pool.copy(x)
+    assert c.strides == x.strides and c.tobytes() == x.tobytes()
 
 
 def test_copy_splits_and_leaves_other_arrays_to_the_caller(two_threads, monkeypatch):
