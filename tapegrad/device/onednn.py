@@ -402,23 +402,30 @@ def _reorder(lib, engine, stream, key, src_md, src, dst_md, dst):
         finally:
             _pd_done(lib, pd)
         prim = _reorders[key] = _Owned(lib, p)
-    ms, md = _memory(lib, engine, src_md, src), _memory(lib, engine, dst_md, dst)
-    try:
-        _execute(lib, stream, prim.prim, [(_ARG_SRC, ms), (_ARG_DST, md)])
-    finally:
-        lib.dnnl_memory_destroy(ms)
-        lib.dnnl_memory_destroy(md)
+    mems = prim.mems.get(threading.get_ident())  # this thread's, made once (as _Plan's)
+    if mems is None:
+        ms, md = _memory(lib, engine, src_md, None), _memory(lib, engine, dst_md, None)
+        mems = prim.mems[threading.get_ident()] = (
+            ms, md, (_ExecArg * 2)(_ExecArg(_ARG_SRC, ms), _ExecArg(_ARG_DST, md)))
+    _check(lib.dnnl_memory_set_data_handle(mems[0], src.ctypes.data), "memory_set_data_handle")
+    _check(lib.dnnl_memory_set_data_handle(mems[1], dst.ctypes.data), "memory_set_data_handle")
+    _execute(lib, stream, prim.prim, mems[2])
 
 
 class _Owned:
-    """A primitive (destroyed with this object)."""
+    """A reorder primitive and each thread's pair of memory objects for it (destroyed
+    with this object)."""
 
-    __slots__ = ("lib", "prim")
+    __slots__ = ("lib", "prim", "mems")
 
     def __init__(self, lib, prim):
-        self.lib, self.prim = lib, prim
+        self.lib, self.prim, self.mems = lib, prim, {}
 
     def __del__(self):
+        for ms, md, _ in self.mems.values():
+            self.lib.dnnl_memory_destroy(ms)
+            self.lib.dnnl_memory_destroy(md)
+        self.mems = {}
         if self.prim:
             self.lib.dnnl_primitive_destroy(self.prim)
             self.prim = None
