@@ -139,16 +139,19 @@ def randint(*args, size=None, dtype=None, device="cpu"):
                  (tuple(size),), dt, device, False)
 
 
-def _like(who, fill, t, dtype, requires_grad, memory_format):
-    """``fill(xp, shape, dtype)``'s values of ``t``'s shape, laid out as PyTorch's
-    ``empty_like(t, memory_format=...)``: by default (preserve_format) dense in t's
-    order of axes, a channels-last t's channels-last (:mod:`tapegrad.memory_formats`)."""
+def _like(who, fill, t, dtype, requires_grad, memory_format, value=None):
+    """``fill(xp, shape, dtype)``'s values (or the constant ``value``) of ``t``'s shape,
+    laid out as PyTorch's ``empty_like(t, memory_format=...)``: by default
+    (preserve_format) dense in t's order of axes, a channels-last t's channels-last
+    (:mod:`tapegrad.memory_formats`)."""
     check_memory_format(who, memory_format, t.ndim)
     fmt = preserve_format if memory_format is None else memory_format
 
     def laid_out(xp, shape, dt):
         out = memory_formats.empty_like(xp, t.array, fmt, dt)
-        out[...] = fill(xp, shape, dt)
+        # a constant is written in memory order; samples are the C-ordered tensor's,
+        # copied across (a transposing copy: 2.2 ms for 4 MB, a fill 0.3 ms)
+        out[...] = fill(xp, shape, dt) if value is None else value
         return out
 
     c_order = fmt is contiguous_format or (
@@ -158,16 +161,16 @@ def _like(who, fill, t, dtype, requires_grad, memory_format):
 
 
 def zeros_like(t, dtype=None, requires_grad=False, memory_format=None):
-    return _like("zeros_like", _zeros, t, dtype, requires_grad, memory_format)
+    return _like("zeros_like", _zeros, t, dtype, requires_grad, memory_format, 0)
 
 
 def ones_like(t, dtype=None, requires_grad=False, memory_format=None):
-    return _like("ones_like", _ones, t, dtype, requires_grad, memory_format)
+    return _like("ones_like", _ones, t, dtype, requires_grad, memory_format, 1)
 
 
 def full_like(t, fill_value, dtype=None, requires_grad=False, memory_format=None):
     return _like("full_like", lambda xp, s, d: xp.full(s, fill_value, d), t, dtype,
-                 requires_grad, memory_format)
+                 requires_grad, memory_format, fill_value)
 
 
 def _random_like(fill, name, t, dtype, requires_grad, memory_format):
