@@ -274,14 +274,16 @@ def test_linear_is_bitwise_equal_at_every_thread_count(two_threads, blocks, monk
     _same_bits_at_1_and_2_threads(ops.linear, [x, w, b], monkeypatch)
 
 
-@pytest.mark.parametrize("shape", [(7, 3, 5, 6), (9, 5)])
+@pytest.mark.parametrize("shape, layout", [((7, 3, 5, 6), "contiguous"),
+                                           ((7, 3, 5, 6), "channels_last"), ((9, 5), "")])
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_batch_norm_is_bitwise_equal_at_every_thread_count_and_block_size(
-        two_threads, shape, training, affine, dtype, monkeypatch):
+        two_threads, shape, layout, training, affine, dtype, monkeypatch):
     """Blocks of 3 samples (a last one shorter) at 1 and 2 threads, and the whole batch
-    in one block: the same bits (per-sample sums, summed in sample order)."""
+    in one block: the same bits (per-sample sums, summed in sample order), on (N, C*L)
+    rows and on a channels-last x's (N*L, C) rows."""
     rng = np.random.default_rng(5)
     c = shape[1]
     x = (rng.standard_normal(shape) * 2 + 5).astype(dtype)
@@ -289,7 +291,11 @@ def test_batch_norm_is_bitwise_equal_at_every_thread_count_and_block_size(
 
     def bn(x, *wb):
         rm, rv = tg.tensor(np.zeros(c, dtype)), tg.tensor(np.ones(c, dtype))
-        return ops.batch_norm(x, rm, rv, *wb, training=training)
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=tg.channels_last)
+        y = ops.batch_norm(x, rm, rv, *wb, training=training)
+        assert y.is_contiguous(memory_format=tg.channels_last) == (layout == "channels_last")
+        return y
 
     arrays = [x, w, b] if affine else [x]
     monkeypatch.setattr(normalization, "SAMPLE_BLOCK_BYTES", 3 * x[0].nbytes)

@@ -152,6 +152,33 @@ def test_batch_norm_float32_gradients_keep_their_digits_for_a_large_mean(mean, s
         np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("mean, spread", [(0.0, 1.0), (1e4, 1e-2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_channels_last_on_the_numpy_path(mean, spread, dtype, training):
+    """A channels-last x runs on its (N*H*W, C) rows as they lie: the contiguous run's
+    values (float32: its sums in another order, a few ulps; the large-mean shift kept),
+    and y and dx channels-last, as PyTorch gives them."""
+    rng = np.random.default_rng(8)
+    x = (mean + spread * rng.normal(size=(4, 5, 3, 6))).astype(dtype)
+    g, w, b = rng.normal(size=x.shape).astype(dtype), rng.uniform(0.5, 2, 5), rng.normal(size=5)
+    res = []
+    for layout in (tg.contiguous_format, tg.channels_last):
+        ts = [tg.tensor(a.astype(dtype), requires_grad=True) for a in (x, w, b)]
+        rm, rv = tg.tensor(np.full(5, mean, dtype)), tg.tensor(np.full(5, spread ** 2, dtype))
+        with tg.backends.onednn.flags(enabled=False):
+            y = ops.batch_norm(ts[0].contiguous(memory_format=layout), rm, rv, *ts[1:],
+                               training=training)
+            y.backward(tg.tensor(g))
+        assert y.is_contiguous(memory_format=layout)
+        assert ts[0].grad.is_contiguous()  # the leaf's own layout (gradient layout contract)
+        res.append([y.numpy(), rm.numpy(), rv.numpy()] + [t.grad.numpy() for t in ts])
+    for got, ref in zip(res[1], res[0]):
+        scale = max(np.abs(ref).max(), 1.0)
+        np.testing.assert_allclose(got, ref, rtol=0,
+                                   atol=(2e-6 if dtype == np.float32 else 1e-13) * scale)
+
+
 @pytest.mark.parametrize("shape", [(6, 4), (5, 3, 4, 3)])
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("affine", [True, False])
