@@ -168,7 +168,7 @@ def _by_samples(xp, a, rows, fn):
 def _centre(xp, src, out, row, rows, square=False, dot=None):
     """For :func:`_by_samples`: ``out = src - row`` (``out`` None: a block of its own),
     returning the block's sums of ``out`` (``square``: of ``out * out``; ``dot``: of
-    ``dot`` and of ``dot * out``) per channel (:meth:`_Rows.sums`)."""
+    ``dot`` and of ``dot * out``) per (sample, channel) (:meth:`_Rows.sums`)."""
     def fn(lo, hi):
         r = rows.span(lo, hi)
         v = xp.subtract(src[r], row, out=None if out is None else out[r])
