@@ -41,7 +41,8 @@ def describe() -> str:
         return "NumPy (oneDNN not installed: pip install 'tapegrad[onednn]')"
     if not _lib.enabled:
         return f"NumPy (oneDNN {_lib.version()} switched off)"
-    return f"oneDNN {_lib.version()} (float32 convolutions and pooling), NumPy for the rest"
+    return (f"oneDNN {_lib.version()} (float32 convolutions, pooling, channels-last batch "
+            "norm), NumPy for the rest")
 
 
 def set_flags(enabled: bool) -> bool:
