@@ -17,9 +17,9 @@ run in one piece and BLAS keeps the thread count it read from the
 environment (``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS``) when it loaded.
 
 Where oneDNN is installed (``tapegrad[onednn]``), float32 convolutions, pooling and (on
-channels-last inputs) batch norm run
-on it instead, on that many OpenMP threads (:mod:`tapegrad.device.onednn`); they give the
-same bits from run to run at a given count, but not across counts. The NumPy paths
+channels-last inputs) batch norm run on it instead, on that many OpenMP threads
+(:mod:`tapegrad.device.onednn`); they give the same bits from run to run at a given
+count, but not across counts. The NumPy paths
 (``tapegrad.backends.onednn.flags(enabled=False)``) keep the stronger promise below.
 
 The default, until ``set_num_threads`` is called, is ``OMP_NUM_THREADS`` when
