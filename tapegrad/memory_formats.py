@@ -138,6 +138,13 @@ def dense_strides(shape, fmt) -> tuple:
     return tuple(out)
 
 
+def laid_out(xp, a, fmt):
+    """An op's result ``a`` (or None) in its format ``fmt``: ``a`` as the kernel made it
+    (any strides) for contiguous_format, else :func:`as_format`'s (copied where it is not
+    dense in ``fmt``'s order)."""
+    return a if a is None or fmt is contiguous_format else as_format(xp, a, fmt)
+
+
 def as_format(xp, a, fmt):
     """``a`` itself where it lies in ``fmt``'s order, else a copy that does."""
     if is_strided_as(a, fmt):

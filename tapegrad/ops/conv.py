@@ -84,7 +84,7 @@ import copy
 
 from ..device import kernels, onednn, onednn_conv, pool
 from ..errors import ArgumentError, DTypeError, ShapeError, describe
-from ..memory_formats import as_format, channels_last, contiguous_format, suggested
+from ..memory_formats import as_format, channels_last, contiguous_format, laid_out, suggested
 from ..tape import Function
 from . import _conv_blocks, _conv_columns
 from ._windows import out_size, padding4, pair
@@ -136,14 +136,6 @@ def _memory_format(x, w):
     rule on the CPU: channels_last where x or w suggests it, else contiguous_format."""
     return channels_last if channels_last in (suggested(x), suggested(w)) else \
         contiguous_format
-
-
-def _laid_out(xp, geo, *arrays):
-    """The NumPy kernels' arrays (C order, or None) in the conv's format ``geo.fmt``: as
-    they are for contiguous_format, copied to NHWC order for channels_last."""
-    if geo.fmt is contiguous_format:
-        return arrays
-    return tuple(None if a is None else as_format(xp, a, geo.fmt) for a in arrays)
 
 
 # ------------------------------------------------ splitting over images
@@ -467,7 +459,8 @@ class _Conv(Function):
             gx, gw = cls.graph_grads(gy, ctx.saved_tensors, ctx.geo, nx, nw)
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if nb else None)
         saved, w = ctx.saved_tensors[:2]
-        gx, gw = _laid_out(ctx.xp, ctx.geo, *cls.grads(ctx.xp, gy, saved, w, ctx.geo, nx, nw))
+        gx, gw = (laid_out(ctx.xp, g, ctx.geo.fmt)  # the NumPy kernels' in the conv's format
+                  for g in cls.grads(ctx.xp, gy, saved, w, ctx.geo, nx, nw))
         return gx, gw, (_bias_grad(ctx.xp, gy) if nb else None)
 
 
@@ -512,7 +505,7 @@ class Conv2d(_Conv):
         ctx.geo = geo
         # x only for a recorded weight gradient that x itself needs a gradient of
         ctx.save_for_backward(cols if nw else None, w if nx else None, x if nx and nw else None)
-        return _laid_out(xp, geo, y)[0]
+        return laid_out(xp, y, geo.fmt)
 
     @staticmethod
     def onednn_grads(ctx, gy, nx, nw, nb):
@@ -631,7 +624,7 @@ class ConvTranspose2d(_Conv):
             return y
         y = xp.empty((n, cout, hout, wout), dtype=x.dtype)
         _input_grad_by_images(xp, x, w, geo, y, b)
-        return _laid_out(xp, geo, y)[0]
+        return laid_out(xp, y, geo.fmt)
 
     @staticmethod
     def onednn_grads(ctx, gy, nx, nw, nb):

@@ -320,7 +320,7 @@ class BatchNorm(Function):
         ctx.eps = eps
         ctx.save_for_backward(x_in if (nw or (nx and training)) else None, mean, delta, invstd,
                               scale if nx else None, w_in if nx else None)
-        return memory_formats.as_format(xp, rows.unview(y), ctx.fmt)  # -> (N, C, *)
+        return memory_formats.laid_out(xp, rows.unview(y), ctx.fmt)  # -> (N, C, *)
 
     @staticmethod
     def backward(ctx, g):
@@ -362,7 +362,7 @@ class BatchNorm(Function):
             else:  # statistics are constants: just the affine map
                 gx = xp.empty_like(g2)
                 _by_samples(xp, g2, rows, _affine(xp, rows, gx, rows.row(xp, scale), None, src=g2))
-            gx = memory_formats.as_format(xp, rows.unview(gx), ctx.fmt)  # -> (N, C, *)
+            gx = memory_formats.laid_out(xp, rows.unview(gx), ctx.fmt)  # -> (N, C, *)
         return gx, (gw if nw else None), (gb if nb else None)
 
 

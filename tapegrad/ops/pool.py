@@ -50,7 +50,7 @@ import numpy as np
 from ..args import check_float, padding4, pair, raw
 from ..device import kernels, onednn, onednn_pool, pool
 from ..errors import ArgumentError, ShapeError, describe
-from ..memory_formats import as_format, contiguous_format, suggested
+from ..memory_formats import as_format, contiguous_format, laid_out, suggested
 from ..memory_formats import empty as empty_in
 from ..tape import Function
 from . import _cuda_pool
@@ -105,11 +105,6 @@ class _Geometry:
         if self.fmt is contiguous_format:
             return xp.zeros(shape, dtype=dtype)
         return self.empty(xp, shape, dtype, 0)
-
-    def laid_out(self, xp, a):
-        """A result ``a`` in the input's format: as it is for contiguous_format (views of
-        padded buffers included), else copied where it is not dense in NHWC order."""
-        return a if self.fmt is contiguous_format else as_format(xp, a, self.fmt)
 
     def padded(self, xp, x, fill):
         """``x`` inside a buffer of ``fill`` covering every window."""
@@ -318,7 +313,7 @@ def _max_scatter(xp, g, idx, geo):
                 routed(g[lo:hi], idx[lo:hi], k, gt[lo:hi, :, :, i, :, j])
 
         pool.parallel(n, part, work, xp)
-        return geo.laid_out(xp, geo.untile(xp, gt))
+        return laid_out(xp, geo.untile(xp, gt), geo.fmt)
     gbuf = geo.zeros(xp, (n, c) + geo.buf, g.dtype)
 
     def part(lo, hi):
@@ -328,7 +323,7 @@ def _max_scatter(xp, g, idx, geo):
                                                                      tmp)
 
     pool.parallel(n, part, work, xp)
-    return geo.laid_out(xp, geo.unpad(gbuf))
+    return laid_out(xp, geo.unpad(gbuf), geo.fmt)
 
 
 def _max_gather(xp, gg, idx, geo):
@@ -386,7 +381,7 @@ def _avg_forward(xp, x, geo, inv):
     kh, kw = geo.kernel
     if geo.fast:
         # (N, C, Ho, kh, Wo, kw) -> (N, C, Ho, Wo)
-        return geo.laid_out(xp, geo.tiles(x).sum(axis=(3, 5)) * inv)
+        return laid_out(xp, geo.tiles(x).sum(axis=(3, 5)) * inv, geo.fmt)
     win = geo.windows(xp, x, 0)  # (N, C, Ho, Wo, kh, kw)
     acc = geo.empty(xp, win.shape[:4], x.dtype)
     acc[...] = win[:, :, :, :, 0, 0]
@@ -405,11 +400,11 @@ def _avg_backward(xp, g, geo, inv):
     if geo.fast:
         # (N, C, Ho, Wo) -> (N, C, Ho, 1, Wo, 1) -> (N, C, Ho, kh, Wo, kw)
         gt = xp.broadcast_to(gs[:, :, :, None, :, None], (n, c, ho, kh, wo, kw))
-        return geo.laid_out(xp, geo.untile(xp, xp.ascontiguousarray(gt)))
+        return laid_out(xp, geo.untile(xp, xp.ascontiguousarray(gt)), geo.fmt)
     gbuf = geo.zeros(xp, (n, c) + geo.buf, gs.dtype)
     for k in range(kh * kw):
         gbuf[geo.offset_slices(k // kw, k % kw)] += gs
-    return geo.laid_out(xp, geo.unpad(gbuf))
+    return laid_out(xp, geo.unpad(gbuf), geo.fmt)
 
 
 def _inverse_divisor(xp, geo, count_include_pad, dtype):
