@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad import ops
+from tapegrad import memory_formats, ops
 from tapegrad.device import onednn, onednn_norm
 
 pytestmark = pytest.mark.skipif(not onednn.available(),
@@ -23,7 +23,7 @@ NHWC_STRIDES = (240, 1, 48, 8)  # (N, C, H, W) strides of a dense NHWC (4, 8, 5,
 
 
 def _nhwc(a):
-    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    return memory_formats.as_format(np, a, memory_formats.channels_last)
 
 
 def _data(seed=0, affine=True):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad import ops
+from tapegrad import memory_formats, ops
 from tapegrad.device import pool
 from tapegrad.ops import _conv_blocks, normalization
 
@@ -391,7 +391,7 @@ def test_streamed_runs_on_one_shared_layout(two_threads, monkeypatch):
     monkeypatch.setattr(pool._Pool, "run",
                         lambda self, f, spans: (splits.append(len(spans)), run(self, f, spans)))
     x = np.random.default_rng(0).standard_normal((4, 2 * pool.STREAM_ROW // 16, 4, 4))
-    x = np.ascontiguousarray(x.astype(np.float32).transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    x = memory_formats.as_format(np, x.astype(np.float32), memory_formats.channels_last)
     out = np.empty_like(x)
     assert out.strides == x.strides
     assert pool.streamed(lambda o, a: np.negative(a, out=o), out, x) and splits
